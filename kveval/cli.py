@@ -1,0 +1,57 @@
+"""The kveval command line: a thin click group.
+
+Commands live in small modules (cli_run, cli_verdicts, cli_demo) that import heavy
+libraries only inside their functions, so `kveval --help` stays fast. Library code
+raises KvevalError; `main` alone turns it into one line on stderr and an exit code.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kveval import __version__
+from kveval.cli_demo import demo
+from kveval.cli_run import run, tasks
+from kveval.cli_verdicts import compare, gate, score
+from kveval.errors import EXIT_INPUT, KvevalError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="kveval")
+def cli() -> None:
+    """Judge a serving change (FP8 KV cache, new attention backend, engine upgrade) against
+    the noise the old setup already has.
+
+    \b
+    kveval run      --endpoint URL --suite tasks/rollout.toml --label bf16a -o results/bf16a.jsonl
+    kveval compare  results/bf16a.jsonl results/fp8.jsonl --noise results/bf16b.jsonl
+    kveval score    results/fp8.jsonl --baseline results/bf16a.jsonl
+    kveval gate     --baseline A --candidate B --noise N    # exit 0 pass, 1 regression, 2 cannot judge
+    """
+
+
+for command in (run, tasks, compare, score, gate, demo):
+    cli.add_command(command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = cli.main(args=argv, prog_name="kveval", standalone_mode=False)
+    except KvevalError as exc:
+        click.echo(f"kveval: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("kveval: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code if exc.exit_code else EXIT_INPUT)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()
