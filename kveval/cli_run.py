@@ -1,0 +1,81 @@
+"""`kveval run` and `kveval tasks`: option parsing only; the work is in kveval.session."""
+
+from __future__ import annotations
+
+import click
+
+ENV_ENDPOINT = "KVEVAL_ENDPOINT"
+
+
+@click.command()
+@click.option("--endpoint", envvar=ENV_ENDPOINT, metavar="URL",
+              help="OpenAI-compatible base URL incl. /v1 (env KVEVAL_ENDPOINT). "
+                   "Unset: start the embedded llama.cpp engine.")
+@click.option("--model", help="Model id to request. Default: the one model /v1/models lists.")
+@click.option("--task", "task_names", multiple=True, metavar="NAME",
+              help="A task to run (repeatable): gsm8k, prompts, needle, ... See `kveval tasks`.")
+@click.option("--suite", metavar="FILE.toml", help="A suite of tasks, e.g. tasks/rollout.toml.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N items of each task.")
+@click.option("--label", help="A name for this run, e.g. bf16a. Default: the output file's name.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Run file to write "
+              "(JSONL). Default: results/LABEL.jsonl.")
+@click.option("--concurrency", type=click.IntRange(min=1, max=4096), default=32, show_default=True,
+              help="Requests in flight at once.")
+@click.option("--api", type=click.Choice(["completions", "chat"]),
+              help="API mode for every task. Default: each task's own.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Answer budget for every task.")
+@click.option("--seed", type=int, default=1234, show_default=True,
+              help="Sent with every request and recorded; also seeds sampled exemplars.")
+@click.option("--extra-body", metavar="JSON", help="JSON object merged into every request, e.g. "
+              "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}'.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
+              help="Seconds per request attempt.")
+@click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Retries per request (503s, dropped connections, timeouts).")
+@click.option("--resume", is_flag=True, help="Continue an existing run file: send only missing "
+              "or failed items.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing run file.")
+@click.option("--data", metavar="DIR", help="GSM8K folder with train.jsonl and test.jsonl. "
+              "Default: datasets.load_dataset('openai/gsm8k', 'main').")
+@click.option("--prompts", "prompts_file", metavar="FILE",
+              help="Prompt file for the prompts task (text lines or JSONL).")
+@click.option("--lengths", metavar="LIST", help="Long-context lengths in tokens, e.g. 4k,16k,64k.")
+@click.option("--depths", metavar="LIST", help="Needle depths in percent, e.g. 0,25,50,75,100.")
+@click.option("--trials", type=click.IntRange(min=1), help="Trials per length and depth.")
+@click.option("--model-path", type=click.Path(dir_okay=False), help="Embedded engine: a GGUF "
+              "model file. Default: the bundled SmolLM2-135M-Instruct.")
+@click.option("--kv-cache-type", type=click.Choice(["f16", "q8_0", "q4_0"]),
+              help="Embedded engine: KV cache type for K and V (flash attention on). Default f16.")
+@click.option("--ctx", type=click.IntRange(min=256), help="Embedded engine: context size in "
+              "tokens. Default 4096.")
+def run(**options: object) -> int:
+    """Run tasks against an endpoint and save every answer to a run file.
+
+    \b
+    kveval run --endpoint http://127.0.0.1:8000/v1 --task gsm8k --limit 500 --label bf16a
+    kveval run --endpoint URL --task prompts --prompts prompts/regression.txt --label fp8
+    kveval run --endpoint URL --suite tasks/rollout.toml --label fp8 -o results/fp8.jsonl
+    kveval run --task gsm8k --limit 20 --kv-cache-type q8_0 --label q8   # embedded engine
+
+    Exit codes: 0 every item answered; 1 some items failed (--resume retries them);
+    2 bad input or an endpoint that cannot serve the run.
+    """
+    from kveval.session import RunOptions, run_session
+
+    return run_session(RunOptions.from_cli(options))
+
+
+@click.command()
+def tasks() -> int:
+    """List the task adapters and what each measures."""
+    from kveval.adapters import ADAPTERS
+    from kveval.tasks import builtin_names, builtin_spec
+
+    for name in builtin_names():
+        spec = builtin_spec(name)
+        adapter = ADAPTERS.get(spec.adapter)
+        description = adapter.description if adapter else "(adapter not available)"
+        click.echo(f"{name:<16} {description}")
+        click.echo(f"{'':<16} api={spec.api} max_tokens={spec.max_tokens}"
+                   + (f" data={spec.data}" if spec.data else ""))
+    return 0

@@ -1,0 +1,115 @@
+"""Async requests to the endpoint through the openai client, with its retries and timeouts.
+
+This is the only module that sends completions. The openai package is imported when a
+client is made, never at start-up, so `kveval --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kveval.adapters.base import Item, TaskSpec
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    base_url: str
+    api_key: str | None
+    timeout: float = 600.0
+    retries: int = 3
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer, or the error that stopped it after the client's retries."""
+
+    text: str | None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+
+
+def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
+                  extra_body: dict[str, Any] | None) -> dict[str, Any]:
+    """The request body for an item: temperature is always sent, explicitly."""
+    body: dict[str, Any] = {"model": model}
+    if item.messages is not None:
+        body["messages"] = list(item.messages)
+    else:
+        body["prompt"] = item.prompt
+    body["max_tokens"] = spec.max_tokens
+    body["temperature"] = spec.temperature
+    if spec.stop:
+        body["stop"] = list(spec.stop)
+    if seed is not None:
+        body["seed"] = seed
+    if extra_body:
+        body["extra_body"] = extra_body
+    return body
+
+
+def make_client(config: ClientConfig) -> AsyncOpenAI:
+    """The openai client keeps up to 1,000 connections: no limit below any sane concurrency."""
+    from openai import AsyncOpenAI, DefaultAioHttpClient
+
+    return AsyncOpenAI(
+        base_url=config.base_url,
+        api_key=config.api_key or "not-needed",
+        timeout=config.timeout,
+        max_retries=config.retries,
+        http_client=DefaultAioHttpClient(),
+    )
+
+
+def _describe(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    message = " ".join(str(message).split())[:500]
+    return f"HTTP {status}: {message}" if status else f"{type(exc).__name__}: {message}"
+
+
+def request_payload(body: dict[str, Any]) -> dict[str, Any]:
+    """The JSON sent: the recorded body with its extra_body merged in, as the openai client does."""
+    payload = {k: v for k, v in body.items() if k != "extra_body"}
+    payload.update(body.get("extra_body") or {})
+    return payload
+
+
+def parse_reply(data: Any, latency_s: float) -> Reply:
+    """A completions or chat completions response body -> Reply (an error when malformed)."""
+    try:
+        choice = data["choices"][0]
+        if "message" in choice:
+            text = choice["message"].get("content") or ""
+        else:
+            text = choice["text"]
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return Reply(text=None, latency_s=latency_s,
+                     error=f"malformed response: {str(data)[:200]}")
+    usage = data.get("usage")
+    return Reply(text=text, finish_reason=choice.get("finish_reason"),
+                 usage=usage if isinstance(usage, dict) else None, latency_s=latency_s)
+
+
+async def send(client: AsyncOpenAI, body: dict[str, Any]) -> Reply:
+    """Send one request; a failure after the client's retries becomes an error Reply.
+
+    The openai client's generic `post` keeps its retries and timeouts but skips building
+    typed response models, which costs more than the request itself at high rates.
+    """
+    import openai
+
+    path = "/chat/completions" if "messages" in body else "/completions"
+    start = time.perf_counter()
+    try:
+        data = await client.post(path, body=request_payload(body), cast_to=object)
+    except openai.OpenAIError as exc:
+        return Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
+                     error=_describe(exc))
+    return parse_reply(data, round(time.perf_counter() - start, 4))

@@ -1,0 +1,125 @@
+"""Loading task data from disk or the Hugging Face hub: the I/O edge of the adapters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kveval.adapters.gsm8k import Gsm8kData
+from kveval.adapters.prompts import PromptData, PromptEntry
+from kveval.errors import DataError
+
+GSM8K_DATASET = ("openai/gsm8k", "main")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise DataError(f"{path}:{number}: not a JSON line") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{path}:{number}: expected a JSON object")
+            rows.append(row)
+    return rows
+
+
+def _gsm8k_split(folder: Path, split: str) -> list[dict[str, str]]:
+    path = folder / f"{split}.jsonl"
+    if not path.is_file():
+        raise DataError(f"{folder}: no {split}.jsonl (GSM8K's own format: question, answer)")
+    rows = _read_jsonl(path)
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row.get("question"), str) or not isinstance(row.get("answer"), str):
+            raise DataError(f"{path}: row {number} lacks string 'question' and 'answer' fields")
+    return rows
+
+
+def load_gsm8k(folder: str | None) -> Gsm8kData:
+    """GSM8K from a folder of train.jsonl/test.jsonl, else through `datasets` from the hub."""
+    if folder is not None:
+        path = Path(folder).expanduser()
+        if not path.is_dir():
+            raise DataError(f"{path}: no such folder (--data wants a folder with train.jsonl "
+                            "and test.jsonl)")
+        return Gsm8kData(train=_gsm8k_split(path, "train"), test=_gsm8k_split(path, "test"),
+                         source=str(path.resolve()))
+    return _gsm8k_from_hub()
+
+
+def _gsm8k_from_hub() -> Gsm8kData:
+    try:
+        import datasets
+    except ImportError:
+        raise DataError("the 'datasets' package is missing; pass --data DIR with GSM8K's "
+                        "train.jsonl and test.jsonl") from None
+    name, config = GSM8K_DATASET
+    try:
+        loaded = datasets.load_dataset(name, config)
+    except Exception as exc:  # the hub raises many kinds; all mean the same to a user
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise DataError(f"cannot load {name} from the Hugging Face hub ({first}); pass --data "
+                        "DIR with GSM8K's train.jsonl and test.jsonl") from None
+    revision = getattr(loaded["test"].info, "version", None)
+    return Gsm8kData(train=list(loaded["train"]), test=list(loaded["test"]),
+                     source=f"hf:{name}/{config} version {revision} (datasets "
+                            f"{datasets.__version__})")
+
+
+def load_prompts(path_text: str) -> PromptData:
+    """A prompt file: one prompt per line (blank lines skipped), or JSONL with
+    {"id", "prompt"} or {"id", "messages"}."""
+    path = Path(path_text).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such prompt file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read prompt file ({exc})") from None
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not lines:
+        raise DataError(f"{path}: the prompt file holds no prompts")
+    is_jsonl = path.suffix == ".jsonl" or lines[0][1].lstrip().startswith("{")
+    entries = _jsonl_entries(path, lines) if is_jsonl else _text_entries(lines)
+    ids = [e.id for e in entries]
+    if len(set(ids)) != len(ids):
+        duplicate = next(i for i in ids if ids.count(i) > 1)
+        raise DataError(f"{path}: prompt id {duplicate!r} appears twice; ids must be unique")
+    return PromptData(entries=entries, source=str(path.resolve()))
+
+
+def _text_entries(lines: list[tuple[int, str]]) -> list[PromptEntry]:
+    return [PromptEntry(id=f"{i:04d}", prompt=line.strip()) for i, (_, line) in enumerate(lines)]
+
+
+def _jsonl_entries(path: Path, lines: list[tuple[int, str]]) -> list[PromptEntry]:
+    entries = []
+    for number, line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            raise DataError(f"{path}:{number}: not a JSON line") from None
+        entries.append(_jsonl_entry(path, number, row))
+    return entries
+
+
+def _jsonl_entry(path: Path, number: int, row: Any) -> PromptEntry:
+    where = f"{path}:{number}"
+    if not isinstance(row, dict) or "id" not in row:
+        raise DataError(f"{where}: expected an object with 'id' and 'prompt' or 'messages'")
+    if isinstance(row.get("prompt"), str):
+        return PromptEntry(id=str(row["id"]), prompt=row["prompt"])
+    messages = row.get("messages")
+    valid = isinstance(messages, list) and messages and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages
+    )
+    if not valid:
+        raise DataError(f"{where}: 'messages' must be a list of {{role, content}} strings")
+    return PromptEntry(id=str(row["id"]),
+                       messages=tuple({"role": m["role"], "content": m["content"]} for m in messages))

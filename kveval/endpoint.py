@@ -1,0 +1,166 @@
+"""What the server says about itself: /v1/models, /metrics, /props, /version.
+
+Everything here is best effort but the model list: a missing endpoint is normal. Uses the
+standard library only, so the pre-flight check costs no heavy imports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from kveval.errors import EndpointError
+
+PROBE_TIMEOUT_S = 3.0
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    models: list[dict[str, Any]]
+    fingerprint: dict[str, Any]
+
+    @property
+    def model_ids(self) -> list[str]:
+        return [str(m.get("id")) for m in self.models]
+
+    def max_context(self, model: str) -> int | None:
+        """The server's context limit in tokens, where it says (vLLM, llama.cpp)."""
+        for entry in self.models:
+            if entry.get("id") == model and isinstance(entry.get("max_model_len"), int):
+                return int(entry["max_model_len"])
+        props = self.fingerprint.get("props") or {}
+        settings = props.get("default_generation_settings") or {}
+        for value in (settings.get("n_ctx"), props.get("n_ctx")):
+            if isinstance(value, int) and value > 0:
+                return value
+        engine = self.fingerprint.get("engine") or {}
+        n_ctx = engine.get("n_ctx")
+        return n_ctx if isinstance(n_ctx, int) else None
+
+
+def redact(url: str) -> str:
+    """The URL without user:password, so it can be written to a run file."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def server_root(base_url: str) -> str:
+    """http://host:8000/v1 -> http://host:8000"""
+    base = base_url.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def _get(url: str, api_key: str | None, timeout: float) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=_headers(api_key))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def list_models(base_url: str, api_key: str | None, timeout: float = 8.0) -> list[dict[str, Any]]:
+    """GET /v1/models; raise EndpointError in one line when the server cannot be reached."""
+    url = base_url.rstrip("/") + "/models"
+    try:
+        status, body = _get(url, api_key, timeout)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise EndpointError(f"cannot reach {redact(base_url)}: {reason}") from None
+    if status in (401, 403):
+        raise EndpointError(f"{redact(base_url)} refused the API key (HTTP {status}); "
+                            "set KVEVAL_API_KEY or OPENAI_API_KEY")
+    if status != 200:
+        raise EndpointError(f"{redact(url)} answered HTTP {status}; is this an "
+                            "OpenAI-compatible base URL ending in /v1?")
+    try:
+        data = json.loads(body).get("data")
+    except (json.JSONDecodeError, AttributeError):
+        data = None
+    if not isinstance(data, list):
+        raise EndpointError(f"{redact(url)} did not return an OpenAI model list")
+    return [m for m in data if isinstance(m, dict)]
+
+
+def choose_model(requested: str | None, available: list[str]) -> str:
+    """The requested model if served; else the only model; else stop and list them."""
+    if requested:
+        if available and requested not in available:
+            raise EndpointError(f"model {requested!r} is not served here; "
+                                f"the server lists: {', '.join(available)}")
+        return requested
+    if len(available) == 1:
+        return available[0]
+    if not available:
+        raise EndpointError("the server lists no models; pass --model")
+    raise EndpointError(f"the server serves {len(available)} models; pick one with --model: "
+                        f"{', '.join(available)}")
+
+
+def parse_metrics(text: str) -> dict[str, Any]:
+    """Prometheus text -> the labels of vLLM's *_info gauges, e.g. cache_config_info."""
+    found: dict[str, Any] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "_info{" not in line:
+            continue
+        name, _, rest = line.partition("{")
+        key = name.split(":")[-1]
+        found[key] = dict(_LABEL.findall(rest.rsplit("}", 1)[0]))
+    return found
+
+
+def _json_or_none(root: str, path: str, api_key: str | None) -> Any:
+    try:
+        status, body = _get(root + path, api_key, PROBE_TIMEOUT_S)
+        return json.loads(body) if status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _metrics(root: str, api_key: str | None) -> dict[str, Any] | None:
+    try:
+        status, body = _get(root + "/metrics", api_key, PROBE_TIMEOUT_S)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    if status != 200:
+        return None
+    return parse_metrics(body.decode("utf-8", "replace")) or None
+
+
+def fingerprint(base_url: str, models: list[dict[str, Any]], api_key: str | None) -> dict[str, Any]:
+    """Everything /v1/models, /metrics, /props and /version reveal; missing parts are left out."""
+    root = server_root(base_url)
+    found: dict[str, Any] = {"models": models}
+    for key, value in (
+        ("metrics", _metrics(root, api_key)),
+        ("props", _json_or_none(root, "/props", api_key)),
+        ("version", _json_or_none(root, "/version", api_key)),
+    ):
+        if value:
+            found[key] = _trim_props(value) if key == "props" else value
+    return found
+
+
+def _trim_props(props: Any) -> Any:
+    """llama.cpp's /props carries the whole chat template; keep the settings, not the text."""
+    if not isinstance(props, dict):
+        return props
+    return {k: v for k, v in props.items() if k not in {"chat_template", "chat_template_tool_use"}}
+
+
+def probe(base_url: str, api_key: str | None) -> ServerInfo:
+    models = list_models(base_url, api_key)
+    return ServerInfo(models=models, fingerprint=fingerprint(base_url, models, api_key))

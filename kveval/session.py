@@ -1,0 +1,318 @@
+"""One `kveval run`, start to end: resolve specs, load data, probe the endpoint, send, summarize.
+
+Everything that can be checked before a request is sent is checked first, so bad input
+fails in one line within seconds and an existing run file is never touched by mistake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kveval import __version__
+from kveval.adapters import ADAPTERS
+from kveval.adapters.base import BuildContext, Item, TaskSpec
+from kveval.client import ClientConfig
+from kveval.endpoint import ServerInfo, choose_model, probe, redact
+from kveval.errors import EXIT_OK, EXIT_REGRESSION, RunFileError, UsageError
+from kveval.records import ItemRecord, RunHeader, RunWriter, create_run, read_run, reopen_run
+from kveval.runner import Job, execute, plan
+from kveval.tasks import builtin_spec, load_suite, override, resolve_builtin_data
+
+EMBEDDED = "embedded"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    endpoint: str | None
+    model: str | None
+    task_names: tuple[str, ...]
+    suite: str | None
+    limit: int | None
+    label: str
+    output: Path
+    concurrency: int
+    api: str | None
+    max_tokens: int | None
+    seed: int | None
+    extra_body: dict[str, Any] | None
+    timeout: float
+    retries: int
+    resume: bool
+    overwrite: bool
+    data: str | None
+    prompts_file: str | None
+    params: dict[str, Any] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)  # model_path, kv_cache_type, ctx
+
+    @classmethod
+    def from_cli(cls, o: dict[str, Any]) -> RunOptions:
+        if not o["task_names"] and not o["suite"]:
+            raise UsageError("name what to run: --task NAME (repeatable) or --suite FILE.toml")
+        if o["resume"] and o["overwrite"]:
+            raise UsageError("--resume and --overwrite exclude each other")
+        engine = {k: o[k] for k in ("model_path", "kv_cache_type", "ctx") if o[k] is not None}
+        if engine and o["endpoint"]:
+            flags = ", ".join("--" + k.replace("_", "-") for k in engine)
+            raise UsageError(f"{flags} only apply to the embedded engine; drop them or --endpoint")
+        label = o["label"] or (Path(o["output"]).stem if o["output"] else "run")
+        return cls(
+            endpoint=o["endpoint"], model=o["model"], task_names=tuple(o["task_names"]),
+            suite=o["suite"], limit=o["limit"], label=label,
+            output=Path(o["output"] or f"results/{label}.jsonl"),
+            concurrency=o["concurrency"], api=o["api"], max_tokens=o["max_tokens"],
+            seed=o["seed"], extra_body=_parse_extra_body(o["extra_body"]), timeout=o["timeout"],
+            retries=o["retries"], resume=o["resume"], overwrite=o["overwrite"], data=o["data"],
+            prompts_file=o["prompts_file"], params=_grid_params(o), engine=engine,
+        )
+
+
+def _parse_extra_body(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--extra-body is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise UsageError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
+    return value
+
+
+def _grid_params(o: dict[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if o["lengths"]:
+        from kveval.adapters.needle import parse_lengths
+
+        params["lengths"] = parse_lengths(o["lengths"])
+    if o["depths"]:
+        params["depths"] = _parse_depths(o["depths"])
+    if o["trials"]:
+        params["trials"] = o["trials"]
+    return params
+
+
+def _parse_depths(text: str) -> list[int]:
+    try:
+        depths = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--depths {text!r}: expected percents such as 0,25,50,75,100") from None
+    if not depths or any(d < 0 or d > 100 for d in depths):
+        raise UsageError(f"--depths {text!r}: each depth is a percent from 0 to 100")
+    return depths
+
+
+# ---------------------------------------------------------------- specs and data
+
+
+def resolve_specs(opts: RunOptions) -> list[TaskSpec]:
+    specs = load_suite(opts.suite) if opts.suite else []
+    specs += [builtin_spec(name) for name in opts.task_names if name not in {s.name for s in specs}]
+    return [resolve_builtin_data(_apply_options(spec, opts)) for spec in specs]
+
+
+def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
+    data = None
+    if spec.adapter == "gsm8k" and opts.data:
+        data = opts.data
+    if spec.adapter == "prompts" and opts.prompts_file:
+        data = opts.prompts_file
+    grid = opts.params if spec.adapter in {"needle", "needle-multikey", "evidence"} else {}
+    return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
+                    params=grid)
+
+
+def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
+    """The adapter's data and its source (path or dataset revision), for the header."""
+    from kveval import data
+
+    if spec.adapter == "gsm8k":
+        gsm8k = data.load_gsm8k(spec.data)
+        return gsm8k, gsm8k.source
+    if spec.adapter == "prompts":
+        if not spec.data:
+            raise UsageError("the prompts task needs a prompt file: --prompts FILE")
+        prompts = data.load_prompts(spec.data)
+        return prompts, prompts.source
+    return None, None
+
+
+# ---------------------------------------------------------------- the endpoint
+
+
+@dataclass(frozen=True)
+class Target:
+    base_url: str
+    endpoint_label: str  # what the header records
+    model: str
+    info: ServerInfo
+
+
+def api_key() -> str | None:
+    return os.environ.get("KVEVAL_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+@contextlib.contextmanager
+def open_target(opts: RunOptions) -> Iterator[Target]:
+    """Probe the given endpoint, or start the embedded engine and probe that."""
+    if opts.endpoint:
+        info = probe(opts.endpoint, api_key())
+        model = choose_model(opts.model, info.model_ids)
+        yield Target(opts.endpoint, redact(opts.endpoint), model, info)
+        return
+    from kveval.local import EngineConfig, serve
+
+    config = EngineConfig(**opts.engine)
+    with serve(config) as engine:
+        info = probe(engine.base_url, None)
+        info = ServerInfo(info.models, {**info.fingerprint, "engine": engine.fingerprint})
+        yield Target(engine.base_url, EMBEDDED, opts.model or engine.model, info)
+
+
+# ---------------------------------------------------------------- the run file
+
+
+def make_header(opts: RunOptions, target: Target, specs: Sequence[TaskSpec],
+                sources: dict[str, str | None]) -> RunHeader:
+    tasks = [{**spec.to_header(), "data_source": sources.get(spec.name)} for spec in specs]
+    return RunHeader(
+        label=opts.label, endpoint=target.endpoint_label, model=target.model, tasks=tasks,
+        sampling={"temperature": 0.0, "seed": opts.seed, "extra_body": opts.extra_body},
+        concurrency=opts.concurrency, fingerprint=target.info.fingerprint,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        kveval_version=__version__,
+    )
+
+
+def _identity(header: RunHeader) -> dict[str, Any]:
+    engine = header.fingerprint.get("engine") or {}
+    return {
+        "endpoint": header.endpoint, "model": header.model, "sampling": header.sampling,
+        "tasks": [{k: v for k, v in t.items() if k != "limit"} for t in header.tasks],
+        "engine": {k: engine.get(k) for k in ("model_sha256", "kv_cache_type", "n_ctx")},
+    }
+
+
+def check_resumable(old: RunHeader, new: RunHeader, path: Path) -> None:
+    """A resumed run must be the same run: endpoint, model, tasks and sampling."""
+    a, b = _identity(old), _identity(new)
+    differing = [key for key in a if a[key] != b[key]]
+    if differing:
+        raise RunFileError(f"{path}: cannot resume: the existing run differs in "
+                           f"{', '.join(differing)}; use a new -o or --overwrite")
+
+
+def answered_keys(opts: RunOptions, header: RunHeader, items: Sequence[Item]) -> set:
+    """Resume: the items the existing file already answered, for the same prompt."""
+    if not (opts.resume and opts.output.exists()):
+        return set()
+    old = read_run(opts.output)
+    check_resumable(old.header, header, opts.output)
+    wanted = {(i.task, i.item_id): i.prompt_sha256 for i in items}
+    return {r.key for r in old.items if r.ok and wanted.get(r.key) == r.prompt_sha256}
+
+
+def open_writer(opts: RunOptions, header: RunHeader, done: set) -> RunWriter:
+    """A new run file, or the resumed one rewritten as its header and answered items."""
+    if opts.resume and opts.output.exists():
+        old = read_run(opts.output)
+        keep = [r for r in old.items if r.key in done]
+        merged = dataclasses.replace(old.header, tasks=header.tasks)
+        return reopen_run(opts.output, merged, keep)
+    return create_run(opts.output, header, overwrite=opts.overwrite)
+
+
+def check_output(opts: RunOptions) -> None:
+    if opts.output.exists() and not (opts.resume or opts.overwrite):
+        raise RunFileError(f"{opts.output}: exists; pass --resume to continue it or "
+                           "--overwrite to replace it")
+    if opts.output.exists() and opts.resume:
+        read_run(opts.output)  # fail now, before any work, if it cannot be resumed
+    if opts.output.is_dir():
+        raise UsageError(f"{opts.output}: is a folder; -o wants a file")
+
+
+# ---------------------------------------------------------------- the session
+
+
+def build_items(specs: Sequence[TaskSpec], loaded: dict[str, Any],
+                target: Target) -> list[tuple[TaskSpec, list[Item]]]:
+    built = []
+    for spec in specs:
+        ctx = BuildContext(data=loaded[spec.name], max_context=target.info.max_context(target.model),
+                           count_tokens=_token_counter(spec, target))
+        adapter = ADAPTERS[spec.adapter]
+        _note_skipped(spec, ctx)
+        built.append((spec, adapter.build(spec, ctx)))
+    return built
+
+
+def _token_counter(spec: TaskSpec, target: Target) -> Any:
+    if spec.adapter not in {"needle", "needle-multikey", "evidence"}:
+        return None
+    from kveval.tokens import make_token_counter
+
+    return make_token_counter(target.base_url, target.model, api_key())
+
+
+def _note_skipped(spec: TaskSpec, ctx: BuildContext) -> None:
+    import importlib
+
+    module = importlib.import_module(type(ADAPTERS[spec.adapter]).__module__)
+    skipped = getattr(module, "skipped_lengths", None)
+    lengths = skipped(spec, ctx) if skipped else []
+    if lengths:
+        click.echo(f"note: {spec.name}: skipped lengths {', '.join(map(str, lengths))} tokens: "
+                   f"above the server's context of {ctx.max_context} minus the answer budget",
+                   err=True)
+
+
+def run_session(opts: RunOptions) -> int:
+    started = time.perf_counter()
+    check_output(opts)
+    specs = resolve_specs(opts)
+    for spec in specs:
+        if spec.adapter not in ADAPTERS:
+            raise UsageError(f"task {spec.name!r}: no adapter {spec.adapter!r}")
+    loaded, sources = {}, {}
+    for spec in specs:
+        loaded[spec.name], sources[spec.name] = load_task_data(spec)
+    with open_target(opts) as target:
+        built = build_items(specs, loaded, target)
+        header = make_header(opts, target, specs, sources)
+        jobs = plan(built, target.model, opts.seed, opts.extra_body)
+        if not jobs:
+            raise UsageError("nothing to run: the tasks built no items")
+        config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
+        from kveval.preflight import check_longest
+
+        done = answered_keys(opts, header, [job.item for job in jobs])
+        pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
+        if pending:
+            check_longest(pending, config)
+        with open_writer(opts, header, done) as writer:
+            records = execute(pending, config, opts.concurrency, writer, f"run {opts.label}")
+    return summarize(opts, read_run(opts.output).items, records, time.perf_counter() - started)
+
+
+def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
+              wall_s: float) -> int:
+    from kveval.summary import render_run_summary
+
+    click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output)))
+    errors = sum(1 for item in items if not item.ok)
+    if errors:
+        click.echo(f"{errors} item(s) failed; `kveval run ... --resume -o {opts.output}` "
+                   "retries only those.", err=True)
+        return EXIT_REGRESSION
+    return EXIT_OK

@@ -1,0 +1,107 @@
+"""Task and suite specs: built-in defaults (tasks/NAME.toml), a suite file, then options."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kveval.adapters.base import TaskSpec
+from kveval.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_SPEC_FIELDS = {f.name for f in dataclasses.fields(TaskSpec)} - {"params"}
+_PATH_PARAMS = ("data",)
+
+
+def builtin_dir(kind: str) -> Path:
+    """The folder of built-in task specs ("tasks") or prompt files ("prompts")."""
+    return Path(str(resources.files("kveval") / "data" / kind))
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in builtin_dir("tasks").glob("*.toml") if p.stem != "rollout")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: not a valid TOML file ({exc})") from None
+
+
+def _spec_from_table(table: dict[str, Any], base: TaskSpec | None, where: str) -> TaskSpec:
+    fields = {k: v for k, v in table.items() if k in _SPEC_FIELDS}
+    params = {k: v for k, v in table.items() if k not in _SPEC_FIELDS and k != "params"}
+    params.update(table.get("params", {}))
+    if "stop" in fields:
+        fields["stop"] = tuple(fields["stop"])
+    merged = {**(base.params if base else {}), **params}
+    try:
+        if base is None:
+            return TaskSpec(**fields, params=merged)
+        return dataclasses.replace(base, **fields, params=merged)
+    except TypeError as exc:
+        raise UsageError(f"{where}: bad task spec ({exc})") from None
+
+
+def builtin_spec(name: str) -> TaskSpec:
+    path = builtin_dir("tasks") / f"{name}.toml"
+    if not path.is_file():
+        raise UsageError(f"unknown task {name!r}; known tasks: {', '.join(builtin_names())}")
+    table = _read_toml(path)
+    table.setdefault("name", name)
+    table.setdefault("adapter", name)
+    return _spec_from_table(table, None, str(path))
+
+
+def load_suite(path_text: str) -> list[TaskSpec]:
+    """A suite file: [[task]] tables, each a task name plus the settings it overrides."""
+    path = Path(path_text).expanduser()
+    tables = _read_toml(path).get("task")
+    if not isinstance(tables, list) or not tables:
+        raise UsageError(f"{path}: a suite needs at least one [[task]] table with a name")
+    specs = []
+    for number, table in enumerate(tables, start=1):
+        if not isinstance(table.get("name"), str):
+            raise UsageError(f"{path}: [[task]] number {number} has no name")
+        base = builtin_spec(str(table.get("adapter", table["name"])))
+        spec = _spec_from_table(table, dataclasses.replace(base, name=table["name"]), str(path))
+        specs.append(_resolve_paths(spec, path.parent))
+    return specs
+
+
+def _resolve_paths(spec: TaskSpec, suite_dir: Path) -> TaskSpec:
+    """A suite's relative data path: as given if it exists, else beside the suite file."""
+    if spec.data is None or Path(spec.data).expanduser().is_absolute():
+        return spec
+    for candidate in (Path(spec.data), suite_dir / spec.data, suite_dir.parent / spec.data):
+        if candidate.exists():
+            return dataclasses.replace(spec, data=str(candidate))
+    return spec
+
+
+def resolve_builtin_data(spec: TaskSpec) -> TaskSpec:
+    """A built-in spec's `prompts/...` path falls back to the prompt files kveval ships."""
+    if spec.data is None or Path(spec.data).exists():
+        return spec
+    shipped = builtin_dir("prompts") / Path(spec.data).name
+    return dataclasses.replace(spec, data=str(shipped)) if shipped.exists() else spec
+
+
+def override(spec: TaskSpec, **changes: Any) -> TaskSpec:
+    """Command-line options win: None means "not given"; params merge key by key."""
+    params = {**spec.params, **(changes.pop("params", None) or {})}
+    given = {k: v for k, v in changes.items() if v is not None}
+    if "stop" in given:
+        given["stop"] = tuple(given["stop"])
+    return dataclasses.replace(spec, **given, params=params)

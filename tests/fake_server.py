@@ -1,0 +1,148 @@
+"""A fake OpenAI-compatible server on 127.0.0.1 for tests and benchmarks.
+
+It records every request body, answers completions and chat completions through a
+function the test supplies, and can misbehave on purpose: 503s, dropped connections,
+slow answers, errors for chosen prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Answer = Callable[[dict[str, Any]], str]
+
+
+def echo_answer(body: dict[str, Any]) -> str:
+    return "The answer is 42.\n#### 42"
+
+
+@dataclass
+class Behaviour:
+    answer: Answer = echo_answer
+    models: list[dict[str, Any]] = field(default_factory=lambda: [{"id": "fake-model"}])
+    latency_s: float = 0.0
+    fail_first: int = 0  # answer the first N completion requests with HTTP 503
+    drop_first: int = 0  # close the connection without answering the first N
+    status_for: Callable[[dict[str, Any]], int | None] = lambda body: None  # forced HTTP status
+    extra_routes: dict[str, Any] = field(default_factory=dict)  # GET path -> JSON or text
+    tokenize: Callable[[str], int] | None = None  # POST /extras/tokenize when set
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # the default 5 drops connections under concurrency
+    daemon_threads = True
+
+
+class FakeServer:
+    def __init__(self, behaviour: Behaviour | None = None) -> None:
+        self.behaviour = behaviour or Behaviour()
+        self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self._lock = threading.Lock()
+        self._completions = 0
+        self._httpd = _Server(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> FakeServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def _count(self) -> int:
+        with self._lock:
+            self._completions += 1
+            return self._completions
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+                data = payload if isinstance(payload, bytes) else (
+                    payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802
+                server.paths.append(self.path)
+                b = server.behaviour
+                if self.path == "/v1/models":
+                    self._send(200, {"object": "list", "data": b.models})
+                elif self.path in b.extra_routes:
+                    value = b.extra_routes[self.path]
+                    kind = "text/plain" if isinstance(value, str) else "application/json"
+                    self._send(200, value, kind)
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:  # noqa: N802
+                server.paths.append(self.path)
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path == "/extras/tokenize" or self.path == "/v1/extras/tokenize":
+                    return self._tokenize(body)
+                if self.path not in ("/v1/completions", "/v1/chat/completions"):
+                    return self._send(404, {"error": {"message": "not found"}})
+                self._complete(body)
+
+            def _tokenize(self, body: dict[str, Any]) -> None:
+                counter = server.behaviour.tokenize
+                if counter is None:
+                    return self._send(404, {"error": {"message": "not found"}})
+                self._send(200, {"tokens": list(range(counter(body.get("input", ""))))})
+
+            def _complete(self, body: dict[str, Any]) -> None:
+                b = server.behaviour
+                number = server._count()
+                if number <= b.drop_first:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                with server._lock:
+                    server.requests.append(body)
+                if number <= b.drop_first + b.fail_first:
+                    return self._send(503, {"error": {"message": "overloaded"}})
+                forced = b.status_for(body)
+                if forced:
+                    return self._send(forced, {"error": {"message": f"forced {forced}",
+                                                         "type": "invalid_request_error"}})
+                if b.latency_s:
+                    time.sleep(b.latency_s)
+                self._send(200, _reply(body, b.answer(body)))
+
+        return Handler
+
+
+def _reply(body: dict[str, Any], text: str) -> dict[str, Any]:
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    if "messages" in body:
+        return {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": text}}],
+                "usage": usage}
+    return {"id": "c", "object": "text_completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "text": text, "logprobs": None}],
+            "usage": usage}
