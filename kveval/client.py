@@ -58,8 +58,12 @@ def make_client(config: ClientConfig) -> AsyncOpenAI:
     """The openai client keeps up to 1,000 connections: no limit below any sane concurrency."""
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
+    from kveval.endpoint import basic_auth, redact
+
+    auth = basic_auth(config.base_url)
     return AsyncOpenAI(
-        base_url=config.base_url,
+        base_url=redact(config.base_url),
+        default_headers={"Authorization": auth} if auth else None,
         api_key=config.api_key or "not-needed",
         timeout=config.timeout,
         max_retries=config.retries,

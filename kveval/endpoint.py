@@ -53,6 +53,18 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
+def basic_auth(url: str) -> str | None:
+    """An Authorization header for credentials written into the URL (user:password@host)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return None
+    import base64
+    from urllib.parse import unquote
+
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
 def server_root(base_url: str) -> str:
     """http://host:8000/v1 -> http://host:8000"""
     base = base_url.rstrip("/")
@@ -60,7 +72,10 @@ def server_root(base_url: str) -> str:
 
 
 def _get(url: str, api_key: str | None, timeout: float) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers=_headers(api_key))
+    headers = _headers(api_key)
+    if auth := basic_auth(url):
+        headers["Authorization"] = auth
+    request = urllib.request.Request(redact(url), headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read()

@@ -32,6 +32,7 @@ class Behaviour:
     status_for: Callable[[dict[str, Any]], int | None] = lambda body: None  # forced HTTP status
     extra_routes: dict[str, Any] = field(default_factory=dict)  # GET path -> JSON or text
     tokenize: Callable[[str], int] | None = None  # POST /extras/tokenize when set
+    models_status: int = 200  # e.g. 401 for a server that refuses the API key
 
 
 class _Server(ThreadingHTTPServer):
@@ -90,7 +91,7 @@ class FakeServer:
                 server.paths.append(self.path)
                 b = server.behaviour
                 if self.path == "/v1/models":
-                    self._send(200, {"object": "list", "data": b.models})
+                    self._send(b.models_status, {"object": "list", "data": b.models})
                 elif self.path in b.extra_routes:
                     value = b.extra_routes[self.path]
                     kind = "text/plain" if isinstance(value, str) else "application/json"
