@@ -6,13 +6,15 @@ serve is then one clear line and exit 2, instead of a file full of identical err
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from kveval.client import ClientConfig, make_client, send
+from kveval.client import send
 from kveval.errors import EndpointError
-from kveval.runner import Job
+from kveval.runner import Before, Job
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 _CLIENT_ERRORS = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
 
@@ -27,23 +29,18 @@ def longest(jobs: Sequence[Job]) -> Job:
     return max(jobs, key=_size)
 
 
-async def _probe(job: Job, config: ClientConfig) -> str | None:
-    client = make_client(config)
-    try:
-        body = {**job.body, "max_tokens": 1}
-        return (await send(client, body)).error
-    finally:
-        await client.close()
-
-
-def check_longest(jobs: Sequence[Job], config: ClientConfig) -> None:
-    """Raise EndpointError when the server rejects the longest request outright."""
+def check_longest(jobs: Sequence[Job]) -> Before:
+    """A check that raises EndpointError when the server rejects the longest request."""
     job = longest(jobs)
-    error = asyncio.run(_probe(job, dataclasses.replace(config, retries=min(config.retries, 2))))
-    if error is None:
-        return
-    if error.startswith(_CLIENT_ERRORS):
-        raise EndpointError(f"the server rejects {job.item.item_id} (the longest prompt, "
-                            f"{_size(job):,} characters): {error}")
-    if not error.startswith("HTTP 5"):
-        raise EndpointError(f"the server did not answer a first request: {error}")
+
+    async def check(client: AsyncOpenAI) -> None:
+        error = (await send(client, {**job.body, "max_tokens": 1})).error
+        if error is None:
+            return
+        if error.startswith(_CLIENT_ERRORS):
+            raise EndpointError(f"the server rejects {job.item.item_id} (the longest prompt, "
+                                f"{_size(job):,} characters): {error}")
+        if not error.startswith("HTTP 5"):
+            raise EndpointError(f"the server did not answer a first request: {error}")
+
+    return check

@@ -11,7 +11,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
@@ -85,7 +85,9 @@ class Run:
 
 
 def to_json(record: RunHeader | ItemRecord) -> str:
-    return json.dumps(asdict(record), ensure_ascii=False, separators=(",", ":"))
+    # Fields hold plain JSON values already: a shallow dict avoids asdict's deep copy.
+    data = {f.name: getattr(record, f.name) for f in fields(record)}
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def _build(cls: type, data: dict[str, Any], where: str) -> Any:

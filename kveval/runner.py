@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import Item, TaskSpec
 from kveval.client import ClientConfig, Reply, build_request, make_client, send
 from kveval.records import ItemRecord, RunWriter
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+Before = Callable[["AsyncOpenAI"], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,7 @@ def to_record(job: Job, reply: Reply) -> ItemRecord:
 
 
 async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
-                   on_record: Callable[[ItemRecord], None]) -> None:
+                   on_record: Callable[[ItemRecord], None], before: Before | None) -> None:
     client = make_client(config)
     gate = asyncio.Semaphore(concurrency)
 
@@ -66,8 +72,11 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
         async with gate:
             return to_record(job, await send(client, job.body))
 
-    tasks = [asyncio.ensure_future(one(job)) for job in jobs]
+    tasks: list[asyncio.Future[ItemRecord]] = []
     try:
+        if before is not None:
+            await before(client)
+        tasks = [asyncio.ensure_future(one(job)) for job in jobs]
         for finished in asyncio.as_completed(tasks):
             on_record(await finished)
     finally:
@@ -77,27 +86,37 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
         await client.close()
 
 
-def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int, writer: RunWriter,
-            description: str = "kveval run") -> list[ItemRecord]:
+def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
+            open_writer: Callable[[], RunWriter], description: str = "kveval run",
+            before: Before | None = None) -> list[ItemRecord]:
     """Send every job, appending each record as it finishes; return the new records.
 
-    Ctrl-C stops sending; every record already written stays, and the file stays valid.
+    `before` runs first on the same client (the pre-flight check); the run file is opened
+    only once it passed, so a failed check leaves an existing file untouched. Ctrl-C stops
+    sending; every record already written stays, and the file stays valid.
     """
     from tqdm import tqdm
 
     done: list[ItemRecord] = []
     errors = 0
-    with tqdm(total=len(jobs), desc=description, unit="req", file=sys.stderr,
-              dynamic_ncols=True, mininterval=0.25) as bar:
+    with contextlib.ExitStack() as stack:
+        state: dict[str, Any] = {}
 
         def on_record(record: ItemRecord) -> None:
             nonlocal errors
-            writer.append(record)
+            if "writer" not in state:
+                state["writer"] = stack.enter_context(open_writer())
+                state["bar"] = stack.enter_context(tqdm(
+                    total=len(jobs), desc=description, unit="req", file=sys.stderr,
+                    dynamic_ncols=True, mininterval=0.25))
+            state["writer"].append(record)
             done.append(record)
-            bar.update(1)
+            state["bar"].update(1)
             if not record.ok:
                 errors += 1
-                bar.set_postfix(errors=errors, refresh=False)
+                state["bar"].set_postfix(errors=errors, refresh=False)
 
-        asyncio.run(_execute(jobs, config, concurrency, on_record))
+        asyncio.run(_execute(jobs, config, concurrency, on_record, before))
+        if "writer" not in state:
+            stack.enter_context(open_writer())
     return done

@@ -298,11 +298,11 @@ def run_session(opts: RunOptions) -> int:
 
         done = answered_keys(opts, header, [job.item for job in jobs])
         pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
-        if pending:
-            check_longest(pending, config)
-        with open_writer(opts, header, done) as writer:
-            records = execute(pending, config, opts.concurrency, writer, f"run {opts.label}")
-    return summarize(opts, read_run(opts.output).items, records, time.perf_counter() - started)
+        records = execute(pending, config, opts.concurrency,
+                          lambda: open_writer(opts, header, done), f"run {opts.label}",
+                          before=check_longest(pending) if pending else None)
+    every = read_run(opts.output).items if done else records
+    return summarize(opts, every, records, time.perf_counter() - started)
 
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],

@@ -1,21 +1,38 @@
-"""The short summary `kveval run` prints at its end."""
+"""The short summary `kveval run` prints at its end.
+
+Its Wilson interval is the closed-form score interval with the normal quantile from the
+standard library: importing scipy.stats costs about 70 MB and 0.7 s, more than half of a
+whole 1,319-item run's budget. tests/test_summary.py pins it to scipy's
+`binomtest(...).proportion_ci(method="wilson")`, which `kveval score` uses.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 from kveval.records import ItemRecord
 
+Z95 = NormalDist().inv_cdf(0.975)
+
+
+def wilson_closed_form(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for k of n; (0, 1) when n is 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
 
 def _accuracy_line(items: Sequence[ItemRecord], field: str) -> str | None:
-    from kveval.stats import wilson
-
     answered = [getattr(i, field) for i in items if i.ok and getattr(i, field) is not None]
     if not answered:
         return None
     k, n = sum(bool(v) for v in answered), len(answered)
-    interval = wilson(k, n)
-    low, high = interval.low, interval.high
+    low, high = wilson_closed_form(k, n)
     return f"{k}/{n}  {100 * k / n:.1f}%  {100 * low:.1f} to {100 * high:.1f}"
 
 

@@ -1,0 +1,33 @@
+"""The run summary's closed-form Wilson interval agrees with scipy's."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kveval.records import ItemRecord
+from kveval.stats import wilson
+from kveval.summary import render_run_summary, wilson_closed_form
+
+
+def test_closed_form_wilson_matches_scipy_to_1e9() -> None:
+    rng = random.Random(3)
+    cases = [(0, 1), (1, 1), (0, 500), (500, 500), (459, 500), (1, 1319)]
+    cases += [(k, n) for n in (rng.randint(1, 5000) for _ in range(200)) for k in [rng.randint(0, n)]]
+    for k, n in cases:
+        low, high = wilson_closed_form(k, n)
+        reference = wilson(k, n)
+        assert low == pytest.approx(reference.low, abs=1e-9)
+        assert high == pytest.approx(reference.high, abs=1e-9)
+
+
+def test_summary_counts_errors_apart_and_prints_published_format() -> None:
+    items = [ItemRecord(task="gsm8k", item_id=str(i), prompt_sha256="x", request={}, status="ok",
+                        correct=i < 459, correct_strict=i < 400) for i in range(500)]
+    items.append(ItemRecord(task="gsm8k", item_id="e", prompt_sha256="x", request={},
+                            status="error", error="HTTP 503"))
+    text = render_run_summary(items, sent=501, wall_s=1.0, path="r.jsonl")
+    assert "459/500  91.8%  89.1 to 93.9" in text
+    assert "gsm8k                501       1" in text
+    assert "strict `#### N`: 400/500" in text
