@@ -10,30 +10,50 @@ Runs the real command (a fresh process: start-up and imports count) at 0 ms and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from fake_server import Behaviour, FakeServer  # noqa: E402
 
 
-def answer(body: dict) -> str:
-    return "Adding them up gives 18.\n#### 18"
+@contextlib.contextmanager
+def stub(latency: float) -> Iterator[str]:
+    """The asyncio stub server in its own process; yields its base URL."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "stub_server.py"),
+                             "--latency-ms", str(latency * 1000)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        wait_until_up(url)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def wait_until_up(url: str) -> None:
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/models", timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"stub server at {url} did not answer")
 
 
 def one_run(data: Path, latency: float, concurrency: int) -> tuple[float, float, int]:
     """(wall seconds, peak RSS in MB, items written) of one `kveval run` process."""
-    with FakeServer(Behaviour(answer=answer, latency_s=latency)) as server, \
-            tempfile.TemporaryDirectory() as tmp:
+    with stub(latency) as url, tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.jsonl"
-        argv = [sys.executable, "-m", "kveval.cli", "run", "--endpoint", server.base_url,
+        argv = [sys.executable, "-m", "kveval.cli", "run", "--endpoint", url,
                 "--task", "gsm8k", "--data", str(data), "--concurrency", str(concurrency),
                 "-o", str(out)]
         started = time.perf_counter()
