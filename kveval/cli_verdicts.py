@@ -1,23 +1,180 @@
-"""`kveval compare`, `kveval score`, `kveval gate`: verdicts from saved run files."""
+"""`kveval compare`, `kveval score`, `kveval gate`: verdicts from saved run files.
+
+Only click and the standard library are imported here at module level; the verdict modules
+(and numpy/scipy behind them) are imported inside the commands, so `kveval --help` stays fast.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import click
 
+if TYPE_CHECKING:
+    from kveval.compare import Side
+    from kveval.report import Block
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _output_options(func: F) -> F:
+    func = click.option("--markdown", is_flag=True,
+                        help="Print a Markdown block to paste into a PR.")(func)
+    func = click.option("--json", "as_json", is_flag=True,
+                        help="Print machine-readable JSON on stdout.")(func)
+    return func
+
+
+def _check_output(as_json: bool, markdown: bool) -> None:
+    from kveval.errors import UsageError
+
+    if as_json and markdown:
+        raise UsageError("choose one of --json and --markdown")
+
+
+def _load(path: str) -> Side:
+    """A kveval run file, or the tutorial's JSON array of answer strings."""
+    from kveval.compare import side_from_answers, side_from_run
+    from kveval.records import is_answer_array, read_answer_array, read_run
+
+    if is_answer_array(path):
+        return side_from_answers(path, read_answer_array(path))
+    return side_from_run(read_run(path))
+
+
+def _load_run(path: str) -> Side:
+    """A kveval run file; arrays of answers carry no scores."""
+    from kveval.compare import side_from_run
+    from kveval.errors import UsageError
+    from kveval.records import is_answer_array, read_run
+
+    if is_answer_array(path):
+        raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
+                         "kveval run files (compare reads both)")
+    return side_from_run(read_run(path))
+
+
+def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
+    from kveval import report
+
+    if as_json:
+        click.echo(report.dumps(data))
+    elif markdown:
+        click.echo(report.to_markdown(blocks), nl=False)
+    else:
+        click.echo(report.to_text(blocks), nl=False)
+
 
 @click.command()
-def compare() -> None:
-    """Compare two runs' answers against the noise floor (not yet built)."""
-    raise click.UsageError("compare is not built yet")
+@click.argument("baseline", metavar="A")
+@click.argument("candidate", metavar="B")
+@click.option("--noise", metavar="N",
+              help="A second run of A's setup (e.g. after a restart): the noise floor.")
+@click.option("--show", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
+              help="Print the K most diverged pairs side by side.")
+@_output_options
+def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json: bool,
+            markdown: bool) -> int:
+    """How many answers B changed from A, beside the noise floor N.
+
+    \b
+    Per task: identical answers, mean shared-prefix ratio, median first difference, and
+    whether B drifts more than N does (exact McNemar on the same items).
+    A, B and N are kveval run files, or all JSON arrays of answer strings (paired by position).
+    """
+    from kveval import report
+    from kveval.compare import check_same_format, compare_sides
+    from kveval.verdict import inspect_setup
+
+    _check_output(as_json, markdown)
+    base, cand = _load(baseline), _load(candidate)
+    noise_side = _load(noise) if noise else None
+    check_same_format([base, cand] + ([noise_side] if noise_side else []))
+    setup = inspect_setup(base, cand, noise_side)
+    result = compare_sides(base, cand, noise_side, show=show)
+    _emit(report.compare_blocks(setup, result), report.compare_json(setup, result), as_json,
+          markdown)
+    return 0
+
+
+def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
+    """Per-task sections printed below the scores, keyed by task name: the place for a
+    long-context task's length x depth table (a `report.Rendered` block carries its text,
+    Markdown and JSON forms). None yet."""
+    return {}
 
 
 @click.command()
-def score() -> None:
-    """Accuracy with Wilson intervals (not yet built)."""
-    raise click.UsageError("score is not built yet")
+@click.argument("run_path", metavar="RUN")
+@click.option("--baseline", metavar="B", help="Compare with a baseline run on the same items.")
+@_output_options
+def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) -> int:
+    """Accuracy per task with Wilson 95% intervals; with --baseline, the paired view.
+
+    \b
+    Items with status error are counted apart, never scored as wrong. With a baseline:
+    whether the intervals overlap, and on the paired items the discordant counts, the
+    exact McNemar p, a 95% interval for the difference, and the largest loss not ruled out.
+    """
+    from kveval import report
+    from kveval.verdict import score_report
+
+    _check_output(as_json, markdown)
+    run = _load_run(run_path)
+    base = _load_run(baseline) if baseline else None
+    result = score_report(run, base)
+    extras = task_extras(run, base)
+    _emit(report.score_blocks(result, extras), report.score_json(result, extras), as_json,
+          markdown)
+    return 0
 
 
 @click.command()
-def gate() -> None:
-    """Pass or fail a candidate run (not yet built)."""
-    raise click.UsageError("gate is not built yet")
+@click.option("--baseline", required=True, metavar="B", help="The run of the old setup.")
+@click.option("--candidate", required=True, metavar="C", help="The run of the new setup.")
+@click.option("--noise", metavar="N",
+              help="A second run of the old setup: drift beyond it fails tasks without "
+                   "ground truth.")
+@click.option("--policy", type=click.Choice(["overlap", "paired"]), default="overlap",
+              show_default=True,
+              help="overlap: the candidate's 95% interval overlaps the baseline's. paired: the "
+                   "paired 95% interval rules out a loss larger than --margin.")
+@click.option("--margin", type=click.FloatRange(min=0), default=None, metavar="POINTS",
+              help="With --policy paired: the largest tolerated loss, in points.  "
+                   "[default: 3]")
+@click.option("--metric", type=click.Choice(["flexible", "strict"]), default="flexible",
+              show_default=True,
+              help="Judge `correct` (GSM8K: the flexible match) or `correct_strict`.")
+@click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              metavar="FRACTION",
+              help="Cannot judge a run whose share of error items exceeds this (0.02 = 2%).")
+@_output_options
+def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: float | None,
+         metric: str, max_error_rate: float, as_json: bool, markdown: bool) -> int:
+    """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
+
+    \b
+    Cannot judge: an unreadable run file, no paired items, a pair whose prompt differs,
+    different sampling parameters, or an error rate above --max-error-rate.
+    """
+    from kveval import report
+    from kveval.errors import KvevalError, UsageError
+    from kveval.verdict import DEFAULT_MARGIN
+    from kveval.verdict import gate as judge
+
+    _check_output(as_json, markdown)
+    if margin is not None and policy != "paired":
+        raise UsageError("--margin applies only to --policy paired")
+    try:
+        result = judge(
+            _load_run(baseline), _load_run(candidate), _load_run(noise) if noise else None,
+            policy=policy, margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
+            max_error_rate=max_error_rate,
+        )
+    except KvevalError as exc:
+        if as_json:
+            click.echo(report.dumps(report.cannot_judge_json(str(exc))))
+        raise
+    _emit(report.gate_blocks(result), report.gate_json(result), as_json, markdown)
+    return result.exit_code
