@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def stub(latency: float) -> Iterator[str]:
     """The asyncio stub server in its own process; yields its base URL."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "stub_server.py"),
-                             "--latency-ms", str(latency * 1000)], stdout=subprocess.PIPE, text=True)
+                             "--latency-ms", str(latency * 1000)],
+                            stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()

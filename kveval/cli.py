@@ -28,7 +28,7 @@ def cli() -> None:
     kveval run      --endpoint URL --suite tasks/rollout.toml --label bf16a -o results/bf16a.jsonl
     kveval compare  results/bf16a.jsonl results/fp8.jsonl --noise results/bf16b.jsonl
     kveval score    results/fp8.jsonl --baseline results/bf16a.jsonl
-    kveval gate     --baseline A --candidate B --noise N    # exit 0 pass, 1 regression, 2 cannot judge
+    kveval gate     --baseline A --candidate B --noise N   # 0 pass, 1 regression, 2 cannot judge
     """
 
 

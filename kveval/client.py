@@ -89,10 +89,8 @@ def parse_reply(data: Any, latency_s: float) -> Reply:
     """A completions or chat completions response body -> Reply (an error when malformed)."""
     try:
         choice = data["choices"][0]
-        if "message" in choice:
-            text = choice["message"].get("content") or ""
-        else:
-            text = choice["text"]
+        message = choice.get("message")
+        text = (message.get("content") or "") if message is not None else choice["text"]
     except (KeyError, IndexError, TypeError, AttributeError):
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed response: {str(data)[:200]}")

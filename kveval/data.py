@@ -121,5 +121,5 @@ def _jsonl_entry(path: Path, number: int, row: Any) -> PromptEntry:
     )
     if not valid:
         raise DataError(f"{where}: 'messages' must be a list of {{role, content}} strings")
-    return PromptEntry(id=str(row["id"]),
-                       messages=tuple({"role": m["role"], "content": m["content"]} for m in messages))
+    turns = tuple({"role": m["role"], "content": m["content"]} for m in messages or ())
+    return PromptEntry(id=str(row["id"]), messages=turns)

@@ -209,7 +209,8 @@ def create_run(path: str | Path, header: RunHeader, overwrite: bool = False) -> 
     """Start a new run file; refuse to touch an existing one unless overwrite is set."""
     path = Path(path)
     if path.exists() and not overwrite:
-        raise RunFileError(f"{path}: exists; pass --resume to continue it or --overwrite to replace it")
+        raise RunFileError(f"{path}: exists; pass --resume to continue it or --overwrite "
+                           "to replace it")
     return _rewrite(path, header, [])
 
 

@@ -26,7 +26,7 @@ from kveval.client import ClientConfig
 from kveval.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.errors import EXIT_OK, EXIT_REGRESSION, RunFileError, UsageError
 from kveval.records import ItemRecord, RunHeader, RunWriter, create_run, read_run, reopen_run
-from kveval.runner import Job, execute, plan
+from kveval.runner import execute, plan
 from kveval.tasks import builtin_spec, load_suite, override, resolve_builtin_data
 
 EMBEDDED = "embedded"
@@ -83,7 +83,8 @@ def _parse_extra_body(text: str | None) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"--extra-body is not valid JSON ({exc.msg} at column {exc.colno})") from None
+        raise UsageError(f"--extra-body is not valid JSON ({exc.msg} at column "
+                         f"{exc.colno})") from None
     if not isinstance(value, dict):
         raise UsageError("--extra-body must be a JSON object, e.g. '{\"top_k\": 1}'")
     return value
@@ -249,7 +250,8 @@ def build_items(specs: Sequence[TaskSpec], loaded: dict[str, Any],
                 target: Target) -> list[tuple[TaskSpec, list[Item]]]:
     built = []
     for spec in specs:
-        ctx = BuildContext(data=loaded[spec.name], max_context=target.info.max_context(target.model),
+        ctx = BuildContext(data=loaded[spec.name],
+                           max_context=target.info.max_context(target.model),
                            count_tokens=_token_counter(spec, target))
         adapter = ADAPTERS[spec.adapter]
         _note_skipped(spec, ctx)

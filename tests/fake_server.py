@@ -78,7 +78,8 @@ class FakeServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+            def _send(self, status: int, payload: Any,
+                      content_type: str = "application/json") -> None:
                 data = payload if isinstance(payload, bytes) else (
                     payload.encode() if isinstance(payload, str) else json.dumps(payload).encode())
                 self.send_response(status)

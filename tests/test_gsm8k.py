@@ -36,7 +36,8 @@ DATA = Gsm8kData(train=TRAIN, test=TEST, source="memory")
         ("#### $25", "25", "25"),
     ],
 )
-def test_extraction_on_tricky_outputs(output: str, flexible: str | None, strict: str | None) -> None:
+def test_extraction_on_tricky_outputs(output: str, flexible: str | None,
+                                      strict: str | None) -> None:
     assert extract_flexible(output) == flexible
     assert extract_strict(output) == strict
 

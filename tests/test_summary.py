@@ -14,7 +14,8 @@ from kveval.summary import render_run_summary, wilson_closed_form
 def test_closed_form_wilson_matches_scipy_to_1e9() -> None:
     rng = random.Random(3)
     cases = [(0, 1), (1, 1), (0, 500), (500, 500), (459, 500), (1, 1319)]
-    cases += [(k, n) for n in (rng.randint(1, 5000) for _ in range(200)) for k in [rng.randint(0, n)]]
+    sizes = [rng.randint(1, 5000) for _ in range(200)]
+    cases += [(rng.randint(0, n), n) for n in sizes]
     for k, n in cases:
         low, high = wilson_closed_form(k, n)
         reference = wilson(k, n)

@@ -8,10 +8,12 @@ ADAPTERS: dict[str, Adapter] = {}
 
 
 def _register() -> None:
-    from kveval.adapters import gsm8k, prompts
+    from kveval.adapters import evidence, gsm8k, needle, prompts
 
-    for module in (gsm8k, prompts):
-        ADAPTERS[module.ADAPTER.name] = module.ADAPTER
+    adapters: tuple[Adapter, ...] = (gsm8k.ADAPTER, prompts.ADAPTER, needle.ADAPTER,
+                                     needle.MULTIKEY_ADAPTER, evidence.ADAPTER)
+    for adapter in adapters:
+        ADAPTERS[adapter.name] = adapter
 
 
 _register()

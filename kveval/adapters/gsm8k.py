@@ -105,7 +105,7 @@ class Gsm8k:
     def _item(self, spec: TaskSpec, exemplars: Sequence[Mapping[str, str]], split: str,
               index: int, row: Mapping[str, str]) -> Item:
         question = row["question"]
-        common = {
+        common: dict[str, Any] = {
             "task": spec.name,
             "item_id": f"{spec.name}/{split}/{index:04d}",
             "reference": reference_answer(row["answer"]),
