@@ -1,0 +1,374 @@
+"""How many tokens the served model sees in a chat request, chat template included.
+
+`make_token_counter` probes the server once and picks the best counter it offers:
+
+1. vLLM: POST /tokenize with the messages; the server applies the chat template: exact.
+2. llama.cpp server: POST /apply-template, then POST /tokenize of that prompt: exact.
+3. llama.cpp without /apply-template, or llama-cpp-python (POST /extras/tokenize): the
+   messages' texts are tokenized bare, and the template's overhead is added: measured once
+   per sequence of roles as a probe request's usage.prompt_tokens minus its bare count.
+4. Anything else: calibration from usage.prompt_tokens of chat requests (max_tokens 1,
+   temperature 0). A few probes of kveval's own prose and numbers fit
+   tokens = a + b*chars + c*digits; a prompt is then measured exactly once, and prompts
+   that share nearly all their text with a measured one (the cells of one length and
+   trial share their haystack) are that count plus the fit's change (see Calibrated).
+
+Every count is cached. Standard library only (urllib).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kveval.adapters.base import Message, TokenCounter
+from kveval.endpoint import server_root
+from kveval.errors import EndpointError
+
+CHAT_PROBE_TIMEOUT_S = 600.0  # a probe request may prefill a whole long prompt
+_HELLO = "Hello."
+_DIGITS = "0123456789"
+
+
+class _Unavailable(Exception):
+    """An endpoint the server does not offer, or a request it did not answer."""
+
+
+def _post(url: str, body: dict[str, Any], api_key: str | None, timeout: float) -> Any:
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"),
+                                     headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        raise _Unavailable(f"{url}: HTTP {exc.code}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise _Unavailable(f"{url}: {getattr(exc, 'reason', exc)}") from None
+
+
+@dataclass(frozen=True)
+class Server:
+    base_url: str  # includes /v1
+    model: str
+    api_key: str | None
+    timeout: float
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        """POST to the server's root (beside /v1), where the tokenizer endpoints live."""
+        return _post(server_root(self.base_url) + path, body, self.api_key, self.timeout)
+
+    def prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """usage.prompt_tokens of a one-token chat request."""
+        body = {"model": self.model, "messages": list(messages), "max_tokens": 1,
+                "temperature": 0}
+        url = self.base_url.rstrip("/") + "/chat/completions"
+        data = _post(url, body, self.api_key, max(self.timeout, CHAT_PROBE_TIMEOUT_S))
+        usage = data.get("usage") if isinstance(data, dict) else None
+        tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if not isinstance(tokens, int) or tokens <= 0:
+            raise _Unavailable(f"{url}: the answer carries no usage.prompt_tokens")
+        return tokens
+
+
+# ---------------------------------------------------------------- the counter
+
+
+class CachedCounter:
+    """A TokenCounter that remembers its counts and says where they come from."""
+
+    def __init__(self, source: str, count: TokenCounter) -> None:
+        self.source = source
+        self._count = count
+        self._cache: dict[str, int] = {}
+
+    def __call__(self, messages: Sequence[Message]) -> int:
+        key = json.dumps(list(messages), ensure_ascii=False, sort_keys=True)
+        if key not in self._cache:
+            try:
+                self._cache[key] = self._count(messages)
+            except _Unavailable as exc:
+                raise EndpointError(f"cannot count prompt tokens ({self.source}): {exc}") from None
+        return self._cache[key]
+
+
+def _roles(messages: Sequence[Message]) -> tuple[str, ...]:
+    return tuple(m.get("role", "user") for m in messages)
+
+
+def _probe_messages(roles: tuple[str, ...]) -> list[Message]:
+    return [{"role": role, "content": _HELLO} for role in roles]
+
+
+class _PerRoles:
+    """A value measured once per sequence of roles (the chat template's overhead)."""
+
+    def __init__(self, measure: Callable[[tuple[str, ...]], float]) -> None:
+        self._measure = measure
+        self._known: dict[tuple[str, ...], float] = {}
+
+    def __call__(self, roles: tuple[str, ...]) -> float:
+        if roles not in self._known:
+            self._known[roles] = self._measure(roles)
+        return self._known[roles]
+
+
+# ---------------------------------------------------------------- the strategies
+
+
+def _vllm(server: Server) -> TokenCounter | None:
+    """vLLM's /tokenize applies the chat template itself and answers a count."""
+
+    def count(messages: Sequence[Message]) -> int:
+        body = {"model": server.model, "messages": list(messages), "add_generation_prompt": True}
+        data = server.post("/tokenize", body)
+        if not isinstance(data, dict) or not isinstance(data.get("count"), int):
+            raise _Unavailable("/tokenize answered no count")
+        return int(data["count"])
+
+    try:
+        count(_probe_messages(("user",)))
+    except _Unavailable:
+        return None
+    return count
+
+
+def _token_list(data: Any) -> list[Any]:
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    if not isinstance(tokens, list):
+        raise _Unavailable("the tokenizer answered no token list")
+    return tokens
+
+
+def _llamacpp_text(server: Server) -> Callable[[str], int] | None:
+    def count(text: str) -> int:
+        return len(_token_list(server.post("/tokenize", {"content": text})))
+
+    try:
+        return count if count(_HELLO) > 0 else None
+    except _Unavailable:
+        return None
+
+
+def _llamacpp_template(server: Server) -> TokenCounter | None:
+    """llama.cpp's /apply-template renders the prompt exactly as a chat request would."""
+
+    def count(messages: Sequence[Message]) -> int:
+        rendered = server.post("/apply-template", {"messages": list(messages)})
+        prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
+        if not isinstance(prompt, str):
+            raise _Unavailable("/apply-template answered no prompt")
+        body = {"content": prompt, "add_special": True}
+        return len(_token_list(server.post("/tokenize", body)))
+
+    try:
+        count(_probe_messages(("user",)))
+    except _Unavailable:
+        return None
+    return count
+
+
+def _llama_cpp_python_text(server: Server) -> Callable[[str], int] | None:
+    def count(text: str) -> int:
+        body = {"input": text, "model": server.model}
+        return len(_token_list(server.post("/extras/tokenize", body)))
+
+    try:
+        return count if count(_HELLO) > 0 else None
+    except _Unavailable:
+        return None
+
+
+def with_template_overhead(server: Server, text_count: Callable[[str], int]) -> TokenCounter:
+    """Bare text counts plus the template's overhead, measured once per sequence of roles."""
+
+    def overhead(roles: tuple[str, ...]) -> float:
+        probe = _probe_messages(roles)
+        return server.prompt_tokens(probe) - sum(text_count(m["content"]) for m in probe)
+
+    overheads = _PerRoles(overhead)
+
+    def count(messages: Sequence[Message]) -> int:
+        bare = sum(text_count(m.get("content", "")) for m in messages)
+        return bare + round(overheads(_roles(messages)))
+
+    return count
+
+
+# ---------------------------------------------------------------- calibration
+
+
+def features(messages: Sequence[Message]) -> tuple[int, int]:
+    """(characters, digits) of the messages' texts."""
+    texts = [m.get("content", "") for m in messages]
+    return sum(map(len, texts)), sum(t.count(d) for t in texts for d in _DIGITS)
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """tokens = intercept + per_char * characters + per_digit * digits"""
+
+    intercept: float
+    per_char: float
+    per_digit: float
+
+    def tokens(self, chars: int, digits: int) -> float:
+        return self.intercept + self.per_char * chars + self.per_digit * digits
+
+
+def linear_counter(model: LinearModel) -> TokenCounter:
+    """A pure counter from a fitted (or assumed) linear model, for offline building."""
+    return lambda messages: round(model.tokens(*features(messages)))
+
+
+def calibration_texts() -> list[str]:
+    """Probe texts like the ones kveval sends: its own prose, with and without numbers."""
+    from kveval.adapters.haystack import prose
+
+    stream = prose("kveval/calibration")
+    rng = random.Random("kveval/calibration/numbers")
+    short, long_ = stream.count_for(2000), stream.count_for(10000)
+
+    def prose_text(start: int, stop: int) -> str:
+        return " ".join(stream.sentences(start, stop))
+
+    def number() -> str:
+        return f"0.{rng.randrange(1000, 10000)}" if rng.random() < 0.6 else \
+            str(rng.randrange(1_000_000, 10_000_000))
+
+    mixed = " ".join(f"{s} {number()}." for s in stream.sentences(0, short))
+    numbers = " ".join(number() for _ in range(300))
+    return [_HELLO, prose_text(0, short), prose_text(short, long_), mixed, numbers]
+
+
+def fit_linear(points: Sequence[tuple[int, int, int]]) -> LinearModel:
+    """Least squares of tokens on (1, chars, digits); (1, chars) when digits never vary."""
+    rows = [(1.0, float(c), float(d)) for c, d, _ in points]
+    ys = [float(t) for _, _, t in points]
+    solved = _solve_normal(rows, ys)
+    if solved is not None and solved[1] > 0 and solved[2] >= 0:
+        return LinearModel(*solved)
+    pair = _solve_normal([(1.0, c) for _, c, _ in rows], ys)
+    if pair is None or pair[1] <= 0:
+        raise EndpointError("cannot calibrate prompt sizes: probe requests gave no usable "
+                            "usage.prompt_tokens")
+    return LinearModel(pair[0], pair[1], 0.0)
+
+
+def _solve_normal(rows: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
+    """Solve (XᵀX) w = Xᵀy by Gaussian elimination; None when singular."""
+    n = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(n)]
+         + [sum(r[i] * y for r, y in zip(rows, ys, strict=True))] for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-9 * max(1.0, abs(a[col][col])):
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(n):
+            if r != col:
+                factor = a[r][col] / a[col][col]
+                a[r] = [x - factor * y for x, y in zip(a[r], a[col], strict=True)]
+    return [a[i][n] / a[i][i] for i in range(n)]
+
+
+def calibrate(server: Server) -> LinearModel:
+    """Fit tokens = a + b*chars + c*digits from probe requests' usage.prompt_tokens. Probes
+    that fail after the first (a small server context) are left out."""
+    points: list[tuple[int, int, int]] = []
+    for text in calibration_texts():
+        probe = [{"role": "user", "content": text}]
+        try:
+            points.append((*features(probe), server.prompt_tokens(probe)))
+        except _Unavailable as exc:
+            if not points:
+                raise EndpointError(f"cannot size prompts: no tokenizer endpoint, and a probe "
+                                    f"request failed ({exc})") from None
+    return fit_linear(points)
+
+
+def _pieces(messages: Sequence[Message]) -> frozenset[int]:
+    """The texts' sentences (hashed): what two prompts built from one haystack share."""
+    return frozenset(hash(piece) for m in messages for piece in m.get("content", "").split(". "))
+
+
+@dataclass(frozen=True)
+class _Measured:
+    roles: tuple[str, ...]
+    chars: int
+    digits: int
+    tokens: int
+    pieces: frozenset[int]
+
+
+class Calibrated:
+    """Counts without a tokenizer: a prompt is measured exactly (one request with
+    max_tokens 1, read usage.prompt_tokens) unless it shares at least ANCHOR_SHARE of its
+    sentences with one already measured; then it is that count plus the linear model's
+    change for the characters and digits that differ. Sizing a grid cell thus measures
+    about once per length and trial; the model's error only touches the small difference.
+    """
+
+    ANCHOR_SHARE = 0.9
+
+    def __init__(self, measure: Callable[[Sequence[Message]], int], slopes: LinearModel) -> None:
+        self._measure = measure
+        self.slopes = slopes
+        self._measured: list[_Measured] = []
+
+    def __call__(self, messages: Sequence[Message]) -> int:
+        roles = _roles(messages)
+        chars, digits = features(messages)
+        pieces = _pieces(messages)
+        anchor = self._anchor(roles, chars, pieces)
+        if anchor is None:
+            tokens = self._measure(messages)
+            self._measured.append(_Measured(roles, chars, digits, tokens, pieces))
+            return tokens
+        change = self.slopes.per_char * (chars - anchor.chars) \
+            + self.slopes.per_digit * (digits - anchor.digits)
+        return anchor.tokens + round(change)
+
+    def _anchor(self, roles: tuple[str, ...], chars: int, pieces: frozenset[int],
+                ) -> _Measured | None:
+        best, best_share = None, 0.0
+        for seen in self._measured:
+            if seen.roles != roles or abs(seen.chars - chars) > (1 - self.ANCHOR_SHARE) * chars:
+                continue
+            share = len(pieces & seen.pieces) / max(len(pieces), len(seen.pieces))
+            if share > best_share:
+                best, best_share = seen, share
+        return best if best_share >= self.ANCHOR_SHARE else None
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def make_token_counter(base_url: str, model: str, api_key: str | None,
+                       timeout: float = 10.0) -> TokenCounter:
+    """The best token counter the server offers (see the module's docstring); its
+    `source` attribute names it. Raises EndpointError when none can be made."""
+    server = Server(base_url, model, api_key, timeout)
+    counter = _vllm(server)
+    if counter is not None:
+        return CachedCounter("vLLM /tokenize", counter)
+    text = _llamacpp_text(server)
+    if text is not None:
+        counter = _llamacpp_template(server)
+        if counter is not None:
+            return CachedCounter("llama.cpp /apply-template + /tokenize", counter)
+        return CachedCounter("llama.cpp /tokenize + template overhead",
+                             with_template_overhead(server, text))
+    text = _llama_cpp_python_text(server)
+    if text is not None:
+        return CachedCounter("llama-cpp-python /extras/tokenize + template overhead",
+                             with_template_overhead(server, text))
+    return CachedCounter("calibrated from usage.prompt_tokens",
+                         Calibrated(server.prompt_tokens, calibrate(server)))
