@@ -99,10 +99,21 @@ def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json
 
 
 def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
-    """Per-task sections printed below the scores, keyed by task name: the place for a
-    long-context task's length x depth table (a `report.Rendered` block carries its text,
-    Markdown and JSON forms). None yet."""
-    return {}
+    """Per-task sections printed below the scores, keyed by task name: a long-context
+    task's accuracy per length, its length x depth table (with a baseline, the per-cell
+    change) and the evidence task's error classes."""
+    from kveval import grid, report
+
+    extras: dict[str, list[Block]] = {}
+    for name in dict.fromkeys(item.task for item in run.items):
+        mine = [item for item in run.items if item.task == name]
+        theirs = [item for item in baseline.items if item.task == name] if baseline else None
+        section = grid.section(name, mine, theirs)
+        if section is not None:
+            rendered = report.Rendered(grid.render_text(section), grid.render_markdown(section),
+                                       section)
+            extras[name] = [rendered]
+    return extras
 
 
 @click.command()

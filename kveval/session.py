@@ -246,17 +246,20 @@ def check_output(opts: RunOptions) -> None:
 # ---------------------------------------------------------------- the session
 
 
-def build_items(specs: Sequence[TaskSpec], loaded: dict[str, Any],
-                target: Target) -> list[tuple[TaskSpec, list[Item]]]:
-    built = []
+def build_items(specs: Sequence[TaskSpec], loaded: dict[str, Any], target: Target
+                ) -> tuple[list[tuple[TaskSpec, list[Item]]], dict[str, str]]:
+    """Each task's items, and for long-context tasks how their tokens were counted."""
+    built, sizing = [], {}
     for spec in specs:
+        counter = _token_counter(spec, target)
         ctx = BuildContext(data=loaded[spec.name],
                            max_context=target.info.max_context(target.model),
-                           count_tokens=_token_counter(spec, target))
-        adapter = ADAPTERS[spec.adapter]
+                           count_tokens=counter)
         _note_skipped(spec, ctx)
-        built.append((spec, adapter.build(spec, ctx)))
-    return built
+        built.append((spec, ADAPTERS[spec.adapter].build(spec, ctx)))
+        if counter is not None:
+            sizing[spec.name] = f"generated; tokens counted by {getattr(counter, 'source', '?')}"
+    return built, sizing
 
 
 def _token_counter(spec: TaskSpec, target: Target) -> Any:
@@ -290,8 +293,8 @@ def run_session(opts: RunOptions) -> int:
     for spec in specs:
         loaded[spec.name], sources[spec.name] = load_task_data(spec)
     with open_target(opts) as target:
-        built = build_items(specs, loaded, target)
-        header = make_header(opts, target, specs, sources)
+        built, sizing = build_items(specs, loaded, target)
+        header = make_header(opts, target, specs, {**sources, **sizing})
         jobs = plan(built, target.model, opts.seed, opts.extra_body)
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
