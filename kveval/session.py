@@ -26,7 +26,7 @@ from kveval.client import ClientConfig
 from kveval.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.errors import EXIT_OK, EXIT_REGRESSION, RunFileError, UsageError
 from kveval.records import ItemRecord, RunHeader, RunWriter, create_run, read_run, reopen_run
-from kveval.runner import execute, plan
+from kveval.runner import Job, execute, plan
 from kveval.tasks import builtin_spec, load_suite, override, resolve_builtin_data
 
 EMBEDDED = "embedded"
@@ -282,6 +282,16 @@ def _note_skipped(spec: TaskSpec, ctx: BuildContext) -> None:
                    err=True)
 
 
+def _preflight(target: Target, pending: Sequence[Job]) -> Any:
+    """The longest-prompt check; not on the embedded engine, whose context kveval set itself
+    and where one CPU prefill of a long prompt costs 10 to 40 seconds."""
+    if not pending or target.endpoint_label == EMBEDDED:
+        return None
+    from kveval.preflight import check_longest
+
+    return check_longest(pending)
+
+
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
     check_output(opts)
@@ -299,13 +309,11 @@ def run_session(opts: RunOptions) -> int:
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
         config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
-        from kveval.preflight import check_longest
-
         done = answered_keys(opts, header, [job.item for job in jobs])
         pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
         records = execute(pending, config, opts.concurrency,
                           lambda: open_writer(opts, header, done), f"run {opts.label}",
-                          before=check_longest(pending) if pending else None)
+                          before=_preflight(target, pending))
     every = read_run(opts.output).items if done else records
     return summarize(opts, every, records, time.perf_counter() - started)
 
