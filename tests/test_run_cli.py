@@ -338,3 +338,11 @@ def test_ctrl_c_leaves_a_valid_file_that_resume_completes(gsm8k_dir: Path, tmp_p
     assert resumed.returncode == 0, resumed.stderr
     assert len(read_run(out).items) == 400
     assert f"{400 - done} sent this time" in resumed.stdout.decode()
+
+
+def test_tasks_lists_every_adapter_with_what_it_measures(capsys: Any) -> None:
+    code, out, _ = kveval(capsys, "tasks")
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")]
+    assert names == ["evidence", "gsm8k", "needle", "needle-multikey", "prompts"]
+    assert "8-shot" in out and "api=completions max_tokens=256" in out
