@@ -205,12 +205,18 @@ class RunWriter:
         self.close()
 
 
+def refuse_existing(path: Path) -> None:
+    """An existing run file is never touched without --resume or --overwrite."""
+    if path.exists():
+        raise RunFileError(f"{path}: exists; pass --resume to continue it or --overwrite "
+                           "to replace it")
+
+
 def create_run(path: str | Path, header: RunHeader, overwrite: bool = False) -> RunWriter:
     """Start a new run file; refuse to touch an existing one unless overwrite is set."""
     path = Path(path)
-    if path.exists() and not overwrite:
-        raise RunFileError(f"{path}: exists; pass --resume to continue it or --overwrite "
-                           "to replace it")
+    if not overwrite:
+        refuse_existing(path)
     return _rewrite(path, header, [])
 
 

@@ -25,11 +25,21 @@ from kveval.adapters.base import BuildContext, Item, TaskSpec
 from kveval.client import ClientConfig
 from kveval.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.errors import EXIT_OK, EXIT_REGRESSION, RunFileError, UsageError
-from kveval.records import ItemRecord, RunHeader, RunWriter, create_run, read_run, reopen_run
+from kveval.records import (
+    ItemRecord,
+    Run,
+    RunHeader,
+    RunWriter,
+    create_run,
+    read_run,
+    refuse_existing,
+    reopen_run,
+)
 from kveval.runner import Job, execute, plan
 from kveval.tasks import builtin_spec, load_suite, override, resolve_builtin_data
 
 EMBEDDED = "embedded"
+LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence"})  # sized in server tokens
 
 
 @dataclass(frozen=True)
@@ -128,7 +138,7 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
         data = opts.data
     if spec.adapter == "prompts" and opts.prompts_file:
         data = opts.prompts_file
-    grid = opts.params if spec.adapter in {"needle", "needle-multikey", "evidence"} else {}
+    grid = opts.params if spec.adapter in LONG_CONTEXT else {}
     return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
                     params=grid)
 
@@ -213,34 +223,34 @@ def check_resumable(old: RunHeader, new: RunHeader, path: Path) -> None:
                            f"{', '.join(differing)}; use a new -o or --overwrite")
 
 
-def answered_keys(opts: RunOptions, header: RunHeader, items: Sequence[Item]) -> set:
+def answered_keys(old: Run | None, header: RunHeader, items: Sequence[Item]) -> set:
     """Resume: the items the existing file already answered, for the same prompt."""
-    if not (opts.resume and opts.output.exists()):
+    if old is None:
         return set()
-    old = read_run(opts.output)
-    check_resumable(old.header, header, opts.output)
+    check_resumable(old.header, header, old.path)
     wanted = {(i.task, i.item_id): i.prompt_sha256 for i in items}
     return {r.key for r in old.items if r.ok and wanted.get(r.key) == r.prompt_sha256}
 
 
-def open_writer(opts: RunOptions, header: RunHeader, done: set) -> RunWriter:
+def kept_items(old: Run | None, done: set) -> list[ItemRecord]:
+    return [r for r in old.items if r.key in done] if old else []
+
+
+def open_writer(opts: RunOptions, header: RunHeader, old: Run | None, done: set) -> RunWriter:
     """A new run file, or the resumed one rewritten as its header and answered items."""
-    if opts.resume and opts.output.exists():
-        old = read_run(opts.output)
-        keep = [r for r in old.items if r.key in done]
+    if old is not None:
         merged = dataclasses.replace(old.header, tasks=header.tasks)
-        return reopen_run(opts.output, merged, keep)
+        return reopen_run(opts.output, merged, kept_items(old, done))
     return create_run(opts.output, header, overwrite=opts.overwrite)
 
 
-def check_output(opts: RunOptions) -> None:
+def existing_run(opts: RunOptions) -> Run | None:
+    """The run to resume, read once before any work; None for a new run file."""
     if opts.output.exists() and not (opts.resume or opts.overwrite):
-        raise RunFileError(f"{opts.output}: exists; pass --resume to continue it or "
-                           "--overwrite to replace it")
-    if opts.output.exists() and opts.resume:
-        read_run(opts.output)  # fail now, before any work, if it cannot be resumed
+        refuse_existing(opts.output)
     if opts.output.is_dir():
         raise UsageError(f"{opts.output}: is a folder; -o wants a file")
+    return read_run(opts.output) if opts.resume and opts.output.exists() else None
 
 
 # ---------------------------------------------------------------- the session
@@ -248,33 +258,29 @@ def check_output(opts: RunOptions) -> None:
 
 def build_items(specs: Sequence[TaskSpec], loaded: dict[str, Any], target: Target
                 ) -> tuple[list[tuple[TaskSpec, list[Item]]], dict[str, str]]:
-    """Each task's items, and for long-context tasks how their tokens were counted."""
+    """Each task's items, and for long-context tasks how their tokens were counted.
+
+    One token counter serves every long-context task, so its probes and cache are shared."""
     built, sizing = [], {}
+    counter = None
     for spec in specs:
-        counter = _token_counter(spec, target)
+        long_context = spec.adapter in LONG_CONTEXT
+        if long_context and counter is None:
+            from kveval.tokens import make_token_counter
+
+            counter = make_token_counter(target.base_url, target.model, api_key())
         ctx = BuildContext(data=loaded[spec.name],
                            max_context=target.info.max_context(target.model),
-                           count_tokens=counter)
+                           count_tokens=counter if long_context else None)
         _note_skipped(spec, ctx)
         built.append((spec, ADAPTERS[spec.adapter].build(spec, ctx)))
-        if counter is not None:
+        if long_context:
             sizing[spec.name] = f"generated; tokens counted by {getattr(counter, 'source', '?')}"
     return built, sizing
 
 
-def _token_counter(spec: TaskSpec, target: Target) -> Any:
-    if spec.adapter not in {"needle", "needle-multikey", "evidence"}:
-        return None
-    from kveval.tokens import make_token_counter
-
-    return make_token_counter(target.base_url, target.model, api_key())
-
-
 def _note_skipped(spec: TaskSpec, ctx: BuildContext) -> None:
-    import importlib
-
-    module = importlib.import_module(type(ADAPTERS[spec.adapter]).__module__)
-    skipped = getattr(module, "skipped_lengths", None)
+    skipped = getattr(ADAPTERS[spec.adapter], "skipped_lengths", None)
     lengths = skipped(spec, ctx) if skipped else []
     if lengths:
         click.echo(f"note: {spec.name}: skipped lengths {', '.join(map(str, lengths))} tokens: "
@@ -294,7 +300,7 @@ def _preflight(target: Target, pending: Sequence[Job]) -> Any:
 
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
-    check_output(opts)
+    old = existing_run(opts)
     specs = resolve_specs(opts)
     for spec in specs:
         if spec.adapter not in ADAPTERS:
@@ -309,12 +315,12 @@ def run_session(opts: RunOptions) -> int:
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
         config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
-        done = answered_keys(opts, header, [job.item for job in jobs])
+        done = answered_keys(old, header, [job.item for job in jobs])
         pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
         records = execute(pending, config, opts.concurrency,
-                          lambda: open_writer(opts, header, done), f"run {opts.label}",
+                          lambda: open_writer(opts, header, old, done), f"run {opts.label}",
                           before=_preflight(target, pending))
-    every = read_run(opts.output).items if done else records
+    every = kept_items(old, done) + records
     return summarize(opts, every, records, time.perf_counter() - started)
 
 
