@@ -13,7 +13,7 @@
    that share nearly all their text with a measured one (the cells of one length and
    trial share their haystack) are that count plus the fit's change (see Calibrated).
 
-Every count is cached. Standard library only (urllib).
+Every count is cached. HTTP through the standard library (urllib); the fit through numpy.
 """
 
 from __future__ import annotations
@@ -263,20 +263,11 @@ def fit_linear(points: Sequence[tuple[int, int, int]]) -> LinearModel:
 
 
 def _solve_normal(rows: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
-    """Solve (XᵀX) w = Xᵀy by Gaussian elimination; None when singular."""
-    n = len(rows[0])
-    a = [[sum(r[i] * r[j] for r in rows) for j in range(n)]
-         + [sum(r[i] * y for r, y in zip(rows, ys, strict=True))] for i in range(n)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
-        if abs(a[pivot][col]) < 1e-9 * max(1.0, abs(a[col][col])):
-            return None
-        a[col], a[pivot] = a[pivot], a[col]
-        for r in range(n):
-            if r != col:
-                factor = a[r][col] / a[col][col]
-                a[r] = [x - factor * y for x, y in zip(a[r], a[col], strict=True)]
-    return [a[i][n] / a[i][i] for i in range(n)]
+    """Least squares of ys on rows (numpy's lstsq); None when the columns are dependent."""
+    import numpy as np
+
+    solution, _, rank, _ = np.linalg.lstsq(np.asarray(rows), np.asarray(ys), rcond=None)
+    return [float(w) for w in solution] if rank == len(rows[0]) else None
 
 
 def calibrate(server: Server) -> LinearModel:
