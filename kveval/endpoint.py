@@ -137,20 +137,26 @@ def parse_metrics(text: str) -> dict[str, Any]:
     return found
 
 
-def _json_or_none(root: str, path: str, api_key: str | None) -> Any:
+def _body_or_none(root: str, path: str, api_key: str | None) -> bytes | None:
+    """The body of a best-effort GET: None when the server has no such endpoint."""
     try:
         status, body = _get(root + path, api_key, PROBE_TIMEOUT_S)
-        return json.loads(body) if status == 200 else None
     except (urllib.error.URLError, OSError, ValueError):
+        return None
+    return body if status == 200 else None
+
+
+def _json_or_none(root: str, path: str, api_key: str | None) -> Any:
+    body = _body_or_none(root, path, api_key)
+    try:
+        return json.loads(body) if body is not None else None
+    except ValueError:
         return None
 
 
 def _metrics(root: str, api_key: str | None) -> dict[str, Any] | None:
-    try:
-        status, body = _get(root + "/metrics", api_key, PROBE_TIMEOUT_S)
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-    if status != 200:
+    body = _body_or_none(root, "/metrics", api_key)
+    if body is None:
         return None
     return parse_metrics(body.decode("utf-8", "replace")) or None
 
