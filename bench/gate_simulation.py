@@ -1,7 +1,8 @@
 """How often each gate policy false-alarms on A/A runs, and the smallest regression each
 detects with 80% power at n = 1319 (the size of GSM8K's test split).
 
-The policies are kveval's own functions (kveval.verdict, kveval.stats), fed simulated counts.
+The policies are kveval's own functions (kveval.judge.verdict, kveval.judge.stats), fed
+simulated counts.
 
 Model of a run (accuracy 90%): one item in six is hard (right with probability 0.5), the
 rest easy (0.98). Each item has a canonical answer; a run keeps it, or with the item's
@@ -27,9 +28,14 @@ from functools import partial
 
 import numpy as np
 
-from kveval.compare import NoiseTest
-from kveval.stats import Interval, PairedTable, mcnemar_exact, paired_difference_ci, wilson
-from kveval.verdict import DEFAULT_MARGIN, drift_regression, overlap_regression, paired_regression
+from kveval.judge.compare import NoiseTest
+from kveval.judge.stats import Interval, PairedTable, mcnemar_exact, paired_difference_ci, wilson
+from kveval.judge.verdict import (
+    DEFAULT_MARGIN,
+    drift_regression,
+    overlap_regression,
+    paired_regression,
+)
 
 ACCURACY = 0.90
 HARD_SHARE = 1 / 6

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from kveval.cli import cli, main
-from kveval.records import ItemRecord, RunHeader, create_run
-from kveval.verdict import DEFAULT_MARGIN
+from kveval.cli.cli import cli, main
+from kveval.formats.records import ItemRecord, RunHeader, create_run
+from kveval.judge.verdict import DEFAULT_MARGIN
 
 TASKS = [
     {"name": "gsm8k", "adapter": "gsm8k", "api": "completions", "max_tokens": 256, "stop": [],
@@ -373,8 +373,9 @@ def test_help_names_the_default_margin():
 
 
 def test_commands_import_no_heavy_modules():
-    code = ("import sys, kveval.cli_verdicts; "
-            "print(sorted(m for m in ('numpy', 'scipy', 'kveval.stats', 'kveval.verdict') "
+    code = ("import sys, kveval.cli.verdicts; "
+            "print(sorted(m for m in ('numpy', 'scipy', 'kveval.judge.stats', "
+            "'kveval.judge.verdict') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout
@@ -382,8 +383,8 @@ def test_commands_import_no_heavy_modules():
 
 
 def test_score_appends_per_task_extra_sections(runs, capsys, monkeypatch):
-    from kveval import cli_verdicts
-    from kveval.report import Rendered
+    from kveval.cli import verdicts as cli_verdicts
+    from kveval.show.report import Rendered
 
     def grid(run, baseline):
         assert baseline is not None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kveval.compare import (
+from kveval.errors import IncomparableError, UsageError
+from kveval.formats.records import ItemRecord
+from kveval.judge.compare import (
     ANSWERS_TASK,
     Pair,
     Side,
@@ -17,8 +19,6 @@ from kveval.compare import (
     shared_prefix_length,
     side_from_answers,
 )
-from kveval.errors import IncomparableError, UsageError
-from kveval.records import ItemRecord
 
 
 def item(item_id: str, output: str | None = "answer", task: str = "gsm8k", status: str = "ok",

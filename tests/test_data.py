@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from kveval.data import load_gsm8k, load_prompts
 from kveval.errors import DataError
+from kveval.run.data import load_gsm8k, load_prompts
 
 
 class FakeSplit(list):  # type: ignore[type-arg]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kveval import local
-from kveval.cli_demo import Sizes, suite_toml
-from kveval.tasks import load_suite
+from kveval.cli.demo import Sizes, suite_toml
+from kveval.run import local
+from kveval.run.tasks import load_suite
 
 HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in local.SERVER_MODULES)
 HAVE_MODEL = importlib.util.find_spec(local.BUNDLED_PACKAGE) is not None

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kveval import grid
-from kveval.records import ItemRecord
+from kveval.formats.records import ItemRecord
+from kveval.judge import grid
 
 
 def record(length: int, depth: int, trial: int, correct: bool | None, status: str = "ok",

@@ -13,7 +13,7 @@ from kveval.adapters.gsm8k import (
     same_number,
 )
 from kveval.adapters.text import strip_thinking
-from kveval.tasks import builtin_spec, override
+from kveval.run.tasks import builtin_spec, override
 
 TRAIN = [{"question": f"Q{i}?", "answer": f"Work {i}.\n#### {i}"} for i in range(10)]
 TEST = [{"question": "How many?", "answer": "2+2=4\n#### 1,000"}]

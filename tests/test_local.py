@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from kveval import local
 from kveval.errors import EngineError
-from kveval.local import Engine, EngineConfig, serve
+from kveval.run import local
+from kveval.run.local import Engine, EngineConfig, serve
 
 HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in local.SERVER_MODULES)
 HAVE_MODEL = importlib.util.find_spec(local.BUNDLED_PACKAGE) is not None
@@ -253,7 +253,7 @@ def test_no_process_left_behind(ending: str) -> None:
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from kveval.local import EngineConfig, serve
+    from kveval.run.local import EngineConfig, serve
     with serve(EngineConfig(ctx=512)) as engine:
         print(engine.base_url, flush=True)
         time.sleep(120)

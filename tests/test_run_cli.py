@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from fake_server import Behaviour, FakeServer
 
-from kveval.cli import main
-from kveval.records import read_run
+from kveval.cli.cli import main
+from kveval.formats.records import read_run
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 from scipy.stats import binom, binomtest, norm
 
-from kveval.stats import (
+from kveval.judge.stats import (
     Interval,
     PairedTable,
     largest_loss,

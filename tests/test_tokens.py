@@ -14,7 +14,7 @@ import pytest
 from kveval.adapters import evidence, needle
 from kveval.adapters.base import BuildContext, TaskSpec
 from kveval.errors import EndpointError
-from kveval.tokens import (
+from kveval.run.tokens import (
     Calibrated,
     LinearModel,
     features,

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from kveval.compare import Side, pair_sides
 from kveval.errors import IncomparableError
-from kveval.records import ItemRecord, RunHeader
-from kveval.stats import Interval
-from kveval.verdict import (
+from kveval.formats.records import ItemRecord, RunHeader
+from kveval.judge.compare import Side, pair_sides
+from kveval.judge.stats import Interval
+from kveval.judge.verdict import (
     DEFAULT_MARGIN,
     check_error_rate,
     check_sampling,

@@ -310,7 +310,7 @@ DEFAULT_DEPTHS = (0, 10, 25, 50, 75, 90, 100)
 DEFAULT_TRIALS = 3
 DEFAULT_SEED = 1234
 TOLERANCE = 0.02  # the prompt lands within 2% of its target length, never above it
-# Sizing aims within 1.5%: a calibrated counter's estimates (kveval.tokens) then still land
+# Sizing aims within 1.5%: a calibrated counter's estimates (kveval.run.tokens) then still land
 # within 2% of what the server counts.
 SIZING_WINDOW = 0.015
 _UNITS = {"": 1, "k": 1024, "m": 1024 * 1024}

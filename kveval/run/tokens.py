@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kveval.adapters.base import Message, TokenCounter
-from kveval.endpoint import server_root
 from kveval.errors import EndpointError
+from kveval.run.endpoint import server_root
 
 CHAT_PROBE_TIMEOUT_S = 600.0  # a probe request may prefill a whole long prompt
 _HELLO = "Hello."

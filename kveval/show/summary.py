@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from statistics import NormalDist
 
-from kveval.records import ItemRecord
+from kveval.formats.records import ItemRecord
 
 Z95 = NormalDist().inv_cdf(0.975)
 

@@ -1,4 +1,4 @@
-"""`kveval run` and `kveval tasks`: option parsing only; the work is in kveval.session."""
+"""`kveval run` and `kveval tasks`: option parsing only; the work is in kveval.run.session."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def run(**options: object) -> int:
     Exit codes: 0 every item answered; 1 some items failed (--resume retries them);
     2 bad input or an endpoint that cannot serve the run.
     """
-    from kveval.session import RunOptions, run_session
+    from kveval.run.session import RunOptions, run_session
 
     return run_session(RunOptions.from_cli(options))
 
@@ -69,7 +69,7 @@ def run(**options: object) -> int:
 def tasks() -> int:
     """List the task adapters and what each measures."""
     from kveval.adapters import ADAPTERS
-    from kveval.tasks import builtin_names, builtin_spec
+    from kveval.run.tasks import builtin_names, builtin_spec
 
     for name in builtin_names():
         spec = builtin_spec(name)

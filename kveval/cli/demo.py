@@ -87,14 +87,14 @@ def invoke(command: click.Command, args: list[str]) -> int:
 
 def check_engine(candidate: str) -> None:
     """Fail in one line, before any work, when the embedded engine cannot start."""
-    from kveval.local import EngineConfig, prepare
+    from kveval.run.local import EngineConfig, prepare
 
     for kv in (BASELINE, candidate):
         prepare(EngineConfig(kv_cache_type=kv, ctx=CTX))
 
 
 def run_step(step: Step, number: int, suite: Path, out: Path, data: str | None) -> int:
-    from kveval.cli_run import run
+    from kveval.cli.run import run
 
     note(f"\n[{number}/3] {step.what}: start the engine, run the suite, stop the engine")
     args = [
@@ -106,7 +106,7 @@ def run_step(step: Step, number: int, suite: Path, out: Path, data: str | None) 
 
 
 def verdicts(out: Path, runs: tuple[Step, ...]) -> int:
-    from kveval.cli_verdicts import compare, gate, score
+    from kveval.cli.verdicts import compare, gate, score
 
     a, b, cand = (str(out / f"{step.label}.jsonl") for step in runs)
     note(f"\n$ kveval compare {a} {cand} --noise {b}")

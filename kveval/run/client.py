@@ -58,7 +58,7 @@ def make_client(config: ClientConfig) -> AsyncOpenAI:
     """The openai client keeps up to 1,000 connections: no limit below any sane concurrency."""
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
-    from kveval.endpoint import basic_auth, redact
+    from kveval.run.endpoint import basic_auth, redact
 
     auth = basic_auth(config.base_url)
     return AsyncOpenAI(

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kveval.errors import IncomparableError, UsageError
-from kveval.records import ItemRecord, Run, RunHeader
-from kveval.stats import mcnemar_exact
+from kveval.formats.records import ItemRecord, Run, RunHeader
+from kveval.judge.stats import mcnemar_exact
 
 ALPHA = 0.05  # drift beyond the noise floor: exact McNemar p below this
 ANSWERS_TASK = "answers"  # the task name given to the tutorial's JSON array of answers

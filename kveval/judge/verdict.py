@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kveval.compare import (
+from kveval.errors import IncomparableError
+from kveval.formats.records import ItemRecord, RunHeader
+from kveval.judge.compare import (
     Comparison,
     NoiseTest,
     Pair,
@@ -28,9 +30,7 @@ from kveval.compare import (
     compare_sides,
     pair_sides,
 )
-from kveval.errors import IncomparableError
-from kveval.records import ItemRecord, RunHeader
-from kveval.stats import (
+from kveval.judge.stats import (
     Interval,
     PairedTable,
     largest_loss,

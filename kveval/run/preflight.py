@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kveval.client import send
 from kveval.errors import EndpointError
-from kveval.runner import Before, Job
+from kveval.run.client import send
+from kveval.run.runner import Before, Job
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

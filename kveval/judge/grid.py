@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kveval.records import ItemRecord
+from kveval.formats.records import ItemRecord
 
 CLASS_ORDERS = {
     "evidence_class": ("exact", "wrong_record", "corrupted", "no_answer"),

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
 
-from kveval.compare import ALPHA, Comparison, Drift, NoiseTest, Pair, Pairing, Side, TaskDrift
-from kveval.stats import Interval
-from kveval.verdict import (
+from kveval.judge.compare import ALPHA, Comparison, Drift, NoiseTest, Pair, Pairing, Side, TaskDrift
+from kveval.judge.stats import Interval
+from kveval.judge.verdict import (
     Accuracy,
     GateReport,
     PairedComparison,

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import Item, TaskSpec
-from kveval.client import ClientConfig, Reply, build_request, make_client, send
-from kveval.records import ItemRecord, RunWriter
+from kveval.formats.records import ItemRecord, RunWriter
+from kveval.run.client import ClientConfig, Reply, build_request, make_client, send
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

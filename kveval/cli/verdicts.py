@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from kveval.compare import Side
-    from kveval.report import Block
+    from kveval.judge.compare import Side
+    from kveval.show.report import Block
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,8 +35,8 @@ def _check_output(as_json: bool, markdown: bool) -> None:
 
 def _load(path: str) -> Side:
     """A kveval run file, or the tutorial's JSON array of answer strings."""
-    from kveval.compare import side_from_answers, side_from_run
-    from kveval.records import is_answer_array, read_answer_array, read_run
+    from kveval.formats.records import is_answer_array, read_answer_array, read_run
+    from kveval.judge.compare import side_from_answers, side_from_run
 
     if is_answer_array(path):
         return side_from_answers(path, read_answer_array(path))
@@ -45,9 +45,9 @@ def _load(path: str) -> Side:
 
 def _load_run(path: str) -> Side:
     """A kveval run file; arrays of answers carry no scores."""
-    from kveval.compare import side_from_run
     from kveval.errors import UsageError
-    from kveval.records import is_answer_array, read_run
+    from kveval.formats.records import is_answer_array, read_run
+    from kveval.judge.compare import side_from_run
 
     if is_answer_array(path):
         raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
@@ -56,7 +56,7 @@ def _load_run(path: str) -> Side:
 
 
 def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
-    from kveval import report
+    from kveval.show import report
 
     if as_json:
         click.echo(report.dumps(data))
@@ -83,9 +83,9 @@ def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json
     whether B drifts more than N does (exact McNemar on the same items).
     A, B and N are kveval run files, or all JSON arrays of answer strings (paired by position).
     """
-    from kveval import report
-    from kveval.compare import check_same_format, compare_sides
-    from kveval.verdict import inspect_setup
+    from kveval.judge.compare import check_same_format, compare_sides
+    from kveval.judge.verdict import inspect_setup
+    from kveval.show import report
 
     _check_output(as_json, markdown)
     base, cand = _load(baseline), _load(candidate)
@@ -102,7 +102,8 @@ def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
     """Per-task sections printed below the scores, keyed by task name: a long-context
     task's accuracy per length, its length x depth table (with a baseline, the per-cell
     change) and the evidence task's error classes."""
-    from kveval import grid, report
+    from kveval.judge import grid
+    from kveval.show import report
 
     extras: dict[str, list[Block]] = {}
     for name in dict.fromkeys(item.task for item in run.items):
@@ -128,8 +129,8 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
     whether the intervals overlap, and on the paired items the discordant counts, the
     exact McNemar p, a 95% interval for the difference, and the largest loss not ruled out.
     """
-    from kveval import report
-    from kveval.verdict import score_report
+    from kveval.judge.verdict import score_report
+    from kveval.show import report
 
     _check_output(as_json, markdown)
     run = _load_run(run_path)
@@ -169,10 +170,10 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
     Cannot judge: an unreadable run file, no paired items, a pair whose prompt differs,
     different sampling parameters, or an error rate above --max-error-rate.
     """
-    from kveval import report
     from kveval.errors import KvevalError, UsageError
-    from kveval.verdict import DEFAULT_MARGIN
-    from kveval.verdict import gate as judge
+    from kveval.judge.verdict import DEFAULT_MARGIN
+    from kveval.judge.verdict import gate as judge
+    from kveval.show import report
 
     _check_output(as_json, markdown)
     if margin is not None and policy != "paired":

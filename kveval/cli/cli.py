@@ -12,9 +12,9 @@ import sys
 import click
 
 from kveval import __version__
-from kveval.cli_demo import demo
-from kveval.cli_run import run, tasks
-from kveval.cli_verdicts import compare, gate, score
+from kveval.cli.demo import demo
+from kveval.cli.run import run, tasks
+from kveval.cli.verdicts import compare, gate, score
 from kveval.errors import EXIT_INPUT, KvevalError
 
 

@@ -22,10 +22,8 @@ import click
 from kveval import __version__
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import BuildContext, Item, TaskSpec
-from kveval.client import ClientConfig
-from kveval.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.errors import EXIT_OK, EXIT_REGRESSION, RunFileError, UsageError
-from kveval.records import (
+from kveval.formats.records import (
     ItemRecord,
     Run,
     RunHeader,
@@ -35,8 +33,10 @@ from kveval.records import (
     refuse_existing,
     reopen_run,
 )
-from kveval.runner import Job, execute, plan
-from kveval.tasks import builtin_spec, load_suite, override, resolve_builtin_data
+from kveval.run.client import ClientConfig
+from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
+from kveval.run.runner import Job, execute, plan
+from kveval.run.tasks import builtin_spec, load_suite, override, resolve_builtin_data
 
 EMBEDDED = "embedded"
 LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence"})  # sized in server tokens
@@ -145,7 +145,7 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
 
 def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
     """The adapter's data and its source (path or dataset revision), for the header."""
-    from kveval import data
+    from kveval.run import data
 
     if spec.adapter == "gsm8k":
         gsm8k = data.load_gsm8k(spec.data)
@@ -181,7 +181,7 @@ def open_target(opts: RunOptions) -> Iterator[Target]:
         model = choose_model(opts.model, info.model_ids)
         yield Target(opts.endpoint, redact(opts.endpoint), model, info)
         return
-    from kveval.local import EngineConfig, serve
+    from kveval.run.local import EngineConfig, serve
 
     config = EngineConfig(**opts.engine)
     with serve(config) as engine:
@@ -266,7 +266,7 @@ def build_items(specs: Sequence[TaskSpec], loaded: dict[str, Any], target: Targe
     for spec in specs:
         long_context = spec.adapter in LONG_CONTEXT
         if long_context and counter is None:
-            from kveval.tokens import make_token_counter
+            from kveval.run.tokens import make_token_counter
 
             counter = make_token_counter(target.base_url, target.model, api_key())
         ctx = BuildContext(data=loaded[spec.name],
@@ -293,7 +293,7 @@ def _preflight(target: Target, pending: Sequence[Job]) -> Any:
     and where one CPU prefill of a long prompt costs 10 to 40 seconds."""
     if not pending or target.endpoint_label == EMBEDDED:
         return None
-    from kveval.preflight import check_longest
+    from kveval.run.preflight import check_longest
 
     return check_longest(pending)
 
@@ -326,7 +326,7 @@ def run_session(opts: RunOptions) -> int:
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
               wall_s: float) -> int:
-    from kveval.summary import render_run_summary
+    from kveval.show.summary import render_run_summary
 
     click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output)))
     errors = sum(1 for item in items if not item.ok)

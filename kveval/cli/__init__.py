@@ -1,0 +1,1 @@
+"""The command line: thin click commands; errors become exit codes here."""

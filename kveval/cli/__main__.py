@@ -1,0 +1,3 @@
+from kveval.cli.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Files: the run file and the formats read as runs."""

@@ -1,0 +1,1 @@
+"""Verdicts from files alone: comparison, grids, statistics, the gate."""

@@ -1,0 +1,1 @@
+"""Sending: orchestration, the client, the endpoint, the embedded engine, task specs and data."""

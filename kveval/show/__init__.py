@@ -1,0 +1,1 @@
+"""Renderings of verdicts: the run summary and text, Markdown and JSON reports."""
