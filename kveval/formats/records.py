@@ -59,6 +59,8 @@ class ItemRecord:
     correct_strict: bool | None = None
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    reasoning: str | None = None  # a reasoning server's separate thinking text
+    logprobs: dict[str, Any] | None = None  # with --logprobs K: parallel arrays, see run/client
     type: str = "item"
 
     @property

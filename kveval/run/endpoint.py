@@ -12,9 +12,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from kveval.errors import EndpointError
+from kveval.safe import redact_url
 
 PROBE_TIMEOUT_S = 3.0
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -46,11 +47,7 @@ class ServerInfo:
 
 def redact(url: str) -> str:
     """The URL without user:password, so it can be written to a run file."""
-    parts = urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    return redact_url(url)
 
 
 def basic_auth(url: str) -> str | None:
