@@ -34,21 +34,27 @@ def _check_output(as_json: bool, markdown: bool) -> None:
 
 
 def _load(path: str) -> Side:
-    """A kveval run file, or the tutorial's JSON array of answer strings."""
+    """A kveval run file, an lm-eval samples log, or the tutorial's JSON array of answers."""
+    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
     from kveval.formats.records import is_answer_array, read_answer_array, read_run
     from kveval.judge.compare import side_from_answers, side_from_run
 
+    if looks_like_lmeval(path):
+        return side_from_run(read_lmeval(path))
     if is_answer_array(path):
         return side_from_answers(path, read_answer_array(path))
     return side_from_run(read_run(path))
 
 
 def _load_run(path: str) -> Side:
-    """A kveval run file; arrays of answers carry no scores."""
+    """A kveval run file or an lm-eval samples log; arrays of answers carry no scores."""
     from kveval.errors import UsageError
+    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
     from kveval.formats.records import is_answer_array, read_run
     from kveval.judge.compare import side_from_run
 
+    if looks_like_lmeval(path):
+        return side_from_run(read_lmeval(path))
     if is_answer_array(path):
         raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
                          "kveval run files (compare reads both)")
