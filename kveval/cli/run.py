@@ -39,6 +39,14 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
               "Default: datasets.load_dataset('openai/gsm8k', 'main').")
 @click.option("--prompts", "prompts_file", metavar="FILE",
               help="Prompt file for the prompts task (text lines or JSONL).")
+@click.option("--fewshot", type=click.Choice(["first", "lm-eval"]),
+              help="GSM8K exemplars: first = the first N train items for every question "
+                   "(default); lm-eval = drawn as lm-eval's default sampler does, so prompts "
+                   "match lm-eval's byte for byte.")
+@click.option("--shots", type=click.IntRange(min=0), help="GSM8K exemplars per question "
+              "(default 8; lm-eval's gsm8k uses 5).")
+@click.option("--fewshot-seed", type=int, help="With --fewshot lm-eval: the sampler's seed "
+              "(lm-eval's --fewshot_seed, default 1234).")
 @click.option("--lengths", metavar="LIST", help="Long-context lengths in tokens, e.g. 4k,16k,64k.")
 @click.option("--depths", metavar="LIST", help="Needle depths in percent, e.g. 0,25,50,75,100.")
 @click.option("--trials", type=click.IntRange(min=1), help="Trials per length and depth.")

@@ -61,6 +61,13 @@ def _load_run(path: str) -> Side:
     return side_from_run(read_run(path))
 
 
+def _check_fewshot(*sides: Side | None) -> None:
+    """An lm-eval log paired with a kveval run: refuse when their few-shot prompts differ."""
+    from kveval.judge.fewshot import check_fewshot
+
+    check_fewshot(sides)
+
+
 def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
     from kveval.show import report
 
@@ -96,6 +103,7 @@ def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json
     _check_output(as_json, markdown)
     base, cand = _load(baseline), _load(candidate)
     noise_side = _load(noise) if noise else None
+    _check_fewshot(base, cand, noise_side)
     check_same_format([base, cand] + ([noise_side] if noise_side else []))
     setup = inspect_setup(base, cand, noise_side)
     result = compare_sides(base, cand, noise_side, show=show)
@@ -141,6 +149,7 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
     _check_output(as_json, markdown)
     run = _load_run(run_path)
     base = _load_run(baseline) if baseline else None
+    _check_fewshot(run, base)
     result = score_report(run, base)
     extras = task_extras(run, base)
     _emit(report.score_blocks(result, extras), report.score_json(result, extras), as_json,
@@ -185,10 +194,11 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
     try:
+        sides = (_load_run(baseline), _load_run(candidate), _load_run(noise) if noise else None)
+        _check_fewshot(*sides)
         result = judge(
-            _load_run(baseline), _load_run(candidate), _load_run(noise) if noise else None,
-            policy=policy, margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
-            max_error_rate=max_error_rate,
+            *sides, policy=policy, margin=DEFAULT_MARGIN if margin is None else margin,
+            metric=metric, max_error_rate=max_error_rate,
         )
     except KvevalError as exc:
         if as_json:

@@ -17,8 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from kveval.errors import RunFileError
-from kveval.formats.lmeval_samples import assign_filters, gen_kwargs, is_chat, make_items, \
-    prompt_text
+from kveval.formats.lmeval_samples import (
+    assign_filters,
+    gen_kwargs,
+    is_chat,
+    make_items,
+    prompt_text,
+)
 from kveval.formats.records import Run, RunHeader
 from kveval.safe import redact_url
 

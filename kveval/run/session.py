@@ -36,7 +36,14 @@ from kveval.formats.records import (
 from kveval.run.client import ClientConfig
 from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.runner import Job, execute, plan
-from kveval.run.tasks import builtin_spec, load_suite, override, resolve_builtin_data
+from kveval.run.tasks import (
+    FEWSHOT_KEYS,
+    builtin_spec,
+    load_suite,
+    override,
+    resolve_builtin_data,
+    resolve_fewshot,
+)
 
 EMBEDDED = "embedded"
 LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence"})  # sized in server tokens
@@ -63,6 +70,7 @@ class RunOptions:
     data: str | None
     prompts_file: str | None
     params: dict[str, Any] = field(default_factory=dict)
+    fewshot: dict[str, Any] = field(default_factory=dict)  # gsm8k: fewshot, shots, fewshot_seed
     engine: dict[str, Any] = field(default_factory=dict)  # model_path, kv_cache_type, ctx
 
     @classmethod
@@ -84,6 +92,7 @@ class RunOptions:
             seed=o["seed"], extra_body=_parse_extra_body(o["extra_body"]), timeout=o["timeout"],
             retries=o["retries"], resume=o["resume"], overwrite=o["overwrite"], data=o["data"],
             prompts_file=o["prompts_file"], params=_grid_params(o), engine=engine,
+            fewshot={k: o[k] for k in FEWSHOT_KEYS if o.get(k) is not None},
         )
 
 
@@ -129,7 +138,9 @@ def _parse_depths(text: str) -> list[int]:
 def resolve_specs(opts: RunOptions) -> list[TaskSpec]:
     specs = load_suite(opts.suite) if opts.suite else []
     specs += [builtin_spec(name) for name in opts.task_names if name not in {s.name for s in specs}]
-    return [resolve_builtin_data(_apply_options(spec, opts)) for spec in specs]
+    if opts.fewshot and not any(spec.adapter == "gsm8k" for spec in specs):
+        raise UsageError("--fewshot, --shots and --fewshot-seed apply to the gsm8k task only")
+    return [resolve_fewshot(resolve_builtin_data(_apply_options(spec, opts))) for spec in specs]
 
 
 def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
@@ -138,9 +149,11 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
         data = opts.data
     if spec.adapter == "prompts" and opts.prompts_file:
         data = opts.prompts_file
-    grid = opts.params if spec.adapter in LONG_CONTEXT else {}
+    params = opts.params if spec.adapter in LONG_CONTEXT else {}
+    if spec.adapter == "gsm8k":
+        params = opts.fewshot
     return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
-                    params=grid)
+                    params=params)
 
 
 def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
