@@ -6,6 +6,7 @@ The fixtures under tests/fixtures/lmeval come from real lm-eval runs against the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -20,6 +21,7 @@ from kveval.formats.records import read_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lmeval"
 V13 = FIXTURES / "0.4.13"
+V02 = FIXTURES / "0.4.2"  # one pretty-printed JSON array, no filter field, no prompt_hash
 
 
 def kveval(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -36,11 +38,6 @@ def kveval(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
 def samples_file(folder: Path) -> Path:
     (path,) = folder.rglob("samples_*.jsonl")
     return path
-
-
-def results_file(folder: Path) -> dict[str, Any]:
-    (path,) = folder.rglob("results_*.json")
-    return json.loads(path.read_text())
 
 
 def raw_lines(folder: Path) -> list[dict[str, Any]]:
@@ -119,6 +116,33 @@ def test_logs_without_filter_field_in_rank_order_read_the_same(tmp_path: Path) -
     assert read_lmeval(out).items == read_lmeval(V13 / "completions-a").items
 
 
+def test_the_0_4_2_array_format_reads_as_the_same_questions() -> None:
+    (samples,) = V02.rglob("*_gsm8k.jsonl")
+    rows = json.loads(samples.read_text())  # strict-match lines, then flexible-extract
+    run = read_lmeval(V02 / "chat")
+    assert [i.item_id for i in run.items] == [f"gsm8k/test/{i:04d}" for i in range(20)]
+    for item in run.items:
+        doc = int(item.item_id[-4:])
+        strict, flexible = rows[doc], rows[20 + doc]
+        assert strict["doc_id"] == flexible["doc_id"] == doc and "filter" not in strict
+        assert item.correct is (flexible["exact_match"] == 1.0)
+        assert item.correct_strict is (strict["exact_match"] == 1.0)
+        assert item.output == flexible["resps"][0][0]
+        prompt = flexible["arguments"][0][0]
+        assert item.request["messages"] == [{"role": "user", "content": prompt}]
+        assert item.prompt_sha256 == hashlib.sha256(prompt.encode()).hexdigest()
+    assert "s3cret" in samples.name and "s3cret" in (V02 / "chat" / "results.json").read_text()
+    assert "s3cret" not in json.dumps(run.header.__dict__)
+    assert run.header.endpoint.startswith("http://127.0.0.1:")
+    assert run.header.tasks[0]["api"] == "chat"
+
+
+def test_lm_eval_0_4_2_and_0_4_13_draw_the_same_exemplars() -> None:
+    """0.4.2's chat model sent the completion prompt as one user turn: same text, same hash."""
+    expected = json.loads((FIXTURES / "prompt_hashes.json").read_text())["prompt_hash"]["5"]
+    assert [i.prompt_sha256 for i in read_lmeval(V02 / "chat").items] == expected[:20]
+
+
 def test_content_decides_the_format(tmp_path: Path) -> None:
     answers = tmp_path / "answers.json"
     answers.write_text('["18", "3"]')
@@ -131,13 +155,15 @@ def test_content_decides_the_format(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- verdicts on lm-eval logs
 
 
-@pytest.mark.parametrize("log", ["completions-a", "completions-b", "chat"])
+@pytest.mark.parametrize("log", [V13 / "completions-a", V13 / "completions-b", V13 / "chat",
+                                 V02 / "chat"])
 def test_score_reproduces_lm_evals_exact_match_for_both_filters(
-        capsys: Any, log: str) -> None:
-    code, out, _ = kveval(capsys, "score", str(V13 / log), "--json")
+        capsys: Any, log: Path) -> None:
+    code, out, _ = kveval(capsys, "score", str(log), "--json")
     assert code == 0
     (task,) = json.loads(out)["tasks"]
-    theirs = results_file(V13 / log)["results"]["gsm8k"]
+    (results,) = [*log.rglob("results_*.json"), *log.rglob("results.json")]
+    theirs = json.loads(results.read_text())["results"]["gsm8k"]
     assert task["flexible"]["accuracy"] == theirs["exact_match,flexible-extract"]
     assert task["strict"]["accuracy"] == theirs["exact_match,strict-match"]
 
@@ -216,8 +242,6 @@ def test_fewshot_lm_eval_sends_lm_evals_prompts(capsys: Any, server: FakeServer,
         str(shots))
     saved = read_run(out)
     assert hashes(saved.items) == expected[str(shots)]
-    import hashlib
-
     sent = {hashlib.sha256(r["prompt"].encode()).hexdigest() for r in server.requests}
     assert set(expected[str(shots)]) <= sent  # the bytes on the wire, not only the record
     assert saved.header.tasks[0]["params"]["fewshot"] == "lm-eval"

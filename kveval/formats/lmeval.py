@@ -63,22 +63,24 @@ def looks_like_lmeval(path: str | Path) -> bool:
 
 
 def read_lmeval(path: str | Path) -> Run:
-    """An lm-eval samples file (or its results file or folder) as one kveval Run."""
+    """An lm-eval samples file (or its results file or folder) as one kveval Run; its path
+    is the one given (0.4.0-0.4.2 samples names hold the model args, base_url and all)."""
     located = locate(Path(path))
     results = _read_json(located.results) if located.results else {}
+    chat_model = "chat" in str((results.get("config") or {}).get("model", ""))
     items = []
     first: dict[str, Any] = {}
     for task, samples in located.samples:
         rows = read_samples(samples)
         first = first or rows[0]
-        items += make_items(task, assign_filters(rows, _filter_names(results, task),
-                                                 str(samples)))
-    api = "chat" if is_chat(prompt_text(first)) else "completions"
+        lines = assign_filters(rows, _filter_names(results, task), str(samples))
+        items += make_items(task, lines, chat_model)
+    api = "chat" if chat_model or is_chat(prompt_text(first)) else "completions"
     try:
         header = make_header(located, results, api, gen_kwargs(first))
     except (TypeError, ValueError, AttributeError) as exc:
         raise RunFileError(f"{located.results}: unexpected lm-eval results ({exc})") from None
-    return Run(header=header, items=items, path=located.samples[0][1])
+    return Run(header=header, items=items, path=Path(path))
 
 
 # ---------------------------------------------------------------- finding the files

@@ -118,10 +118,15 @@ def reference(target: Any) -> str | None:
     return text.split("####")[-1].strip().replace(",", "") if "####" in text else text
 
 
-def _request(row: Mapping[str, Any]) -> dict[str, Any]:
+def _request(row: Mapping[str, Any], chat_model: bool) -> dict[str, Any]:
+    """The prompt as sent: 0.4.0-0.4.2's chat models sent the prompt text as one user turn."""
     text = prompt_text(row)
-    body: dict[str, Any] = ({"messages": json.loads(text)} if is_chat(text)
-                            else {"prompt": text})
+    if is_chat(text):
+        body: dict[str, Any] = {"messages": json.loads(text)}
+    elif chat_model:
+        body = {"messages": [{"role": "user", "content": text}]}
+    else:
+        body = {"prompt": text}
     return {**body, "gen_kwargs": gen_kwargs(row)}
 
 
@@ -132,7 +137,8 @@ def _prompt_hash(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(prompt_text(row).encode("utf-8")).hexdigest()
 
 
-def make_item(task: str, doc_id: int, by_filter: Mapping[str, Mapping[str, Any]]) -> ItemRecord:
+def make_item(task: str, doc_id: int, by_filter: Mapping[str, Mapping[str, Any]],
+              chat_model: bool = False) -> ItemRecord:
     """One question: the flexible-extract line scores `correct`, strict-match `correct_strict`;
     a task with other filters is scored by its first one."""
     first = next(iter(by_filter.values()))
@@ -148,16 +154,16 @@ def make_item(task: str, doc_id: int, by_filter: Mapping[str, Mapping[str, Any]]
         meta["extracted_strict"] = _filtered(strict)
     return ItemRecord(
         task=task, item_id=f"{task}/test/{doc_id:04d}", prompt_sha256=_prompt_hash(first),
-        request=_request(first), status="ok", output=_output(first),
+        request=_request(first, chat_model), status="ok", output=_output(first),
         extracted=_filtered(main), reference=reference(first.get("target")),
         correct=_score(main), correct_strict=_score(strict) if strict is not None else None,
         meta=meta,
     )
 
 
-def make_items(task: str, lines: Sequence[Line]) -> list[ItemRecord]:
+def make_items(task: str, lines: Sequence[Line], chat_model: bool = False) -> list[ItemRecord]:
     """The lines grouped by question, in doc_id order (multi-GPU logs come rank by rank)."""
     grouped: dict[int, dict[str, Mapping[str, Any]]] = {}
     for line in lines:
         grouped.setdefault(line.doc_id, {})[line.filter] = line.row
-    return [make_item(task, doc_id, grouped[doc_id]) for doc_id in sorted(grouped)]
+    return [make_item(task, doc_id, grouped[doc_id], chat_model) for doc_id in sorted(grouped)]
