@@ -143,6 +143,17 @@ def test_lm_eval_0_4_2_and_0_4_13_draw_the_same_exemplars() -> None:
     assert [i.prompt_sha256 for i in read_lmeval(V02 / "chat").items] == expected[:20]
 
 
+def test_line_separator_characters_inside_answers_stay_data(tmp_path: Path) -> None:
+    """lm-eval writes with ensure_ascii=False: U+2028 inside a string is not a line break."""
+    rows = raw_lines(V13 / "completions-a")
+    for row in rows:
+        if row["doc_id"] == 3:
+            row["resps"] = [["first\u2028second #### 540"]]
+    out = tmp_path / "samples_gsm8k_2026-01-01T00-00-00.000000.jsonl"
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    assert read_lmeval(out).items[3].output == "first\u2028second #### 540"
+
+
 def test_content_decides_the_format(tmp_path: Path) -> None:
     answers = tmp_path / "answers.json"
     answers.write_text('["18", "3"]')

@@ -182,7 +182,7 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
 
 def _json_lines(text: str, path: Path) -> list[Any]:
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is data
         if not line.strip():
             continue
         try:
