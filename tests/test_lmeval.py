@@ -155,6 +155,9 @@ def test_line_separator_characters_inside_answers_stay_data(tmp_path: Path) -> N
 
 
 def test_content_decides_the_format(tmp_path: Path) -> None:
+    kveval_run = tmp_path / "run.jsonl"
+    kveval_run.write_text('{"label": "doc_id", "type": "run"}\n')
+    assert not looks_like_lmeval(kveval_run)
     answers = tmp_path / "answers.json"
     answers.write_text('["18", "3"]')
     array = tmp_path / "old.jsonl"
@@ -194,6 +197,7 @@ def test_gate_two_lm_eval_logs(capsys: Any) -> None:
     ("missing", "no such"),
     ("empty-folder", "no lm-eval results"),
     ("broken", "line is not JSON"),
+    (str(V13), "holds 3 lm-eval runs"),
 ])
 def test_bad_lm_eval_input_is_one_line_and_exit_2(capsys: Any, tmp_path: Path, bad: str,
                                                    says: str) -> None:

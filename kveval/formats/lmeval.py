@@ -29,6 +29,7 @@ from kveval.safe import redact_url
 
 _SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d\d-\d\dT[0-9.\-]+)\.jsonl$")
 _RESULTS = re.compile(r"^results_(?P<date>\d{4}-\d\d-\d\dT[0-9.\-]+)\.json$")
+_FIRST_KEY_DOC_ID = re.compile(r'\{\s*"doc_id"\s*:')
 DEFAULT_FILTERS = ("strict-match", "flexible-extract")  # gsm8k's, in lm-eval's order
 # results_*.json keys kept in the fingerprint: what names the setup, not when it ran
 FINGERPRINT_KEYS = ("lm_eval_version", "n-shot", "versions", "task_hashes", "n-samples",
@@ -58,8 +59,7 @@ def looks_like_lmeval(path: str | Path) -> bool:
     text = head.lstrip()
     if text.startswith("["):
         return text[1:].lstrip().startswith("{")
-    first = text.split("\n", 1)[0]
-    return first.startswith("{") and '"doc_id"' in first and '"type"' not in first[:20]
+    return bool(_FIRST_KEY_DOC_ID.match(text))  # lm-eval writes doc_id first
 
 
 def read_lmeval(path: str | Path) -> Run:
