@@ -305,7 +305,9 @@ def test_pairing_a_kveval_run_with_other_exemplars_is_refused_with_the_fix(
     code, out, err = kveval(capsys, "gate", "--baseline", lmeval_log, "--candidate",
                             str(aligned), "--json")
     assert code in (0, 1), err
-    assert json.loads(out)["pairing"]
+    assert json.loads(out)["pairing"]["pairs"] == 20
+    code, out, err = kveval(capsys, "score", str(aligned), "--baseline", lmeval_log, "--json")
+    assert code == 0 and json.loads(out)["pairing"]["pairs"] == 20
 
 
 @pytest.mark.parametrize("extra, says", [
