@@ -296,7 +296,7 @@ def test_pairing_a_kveval_run_with_other_exemplars_is_refused_with_the_fix(
                  ["compare", lmeval_log, str(first)]):
         code, _, err = kveval(capsys, *args)
         assert code == 2
-        assert "few-shot exemplars differ" in err and "20 of 20" in err
+        assert "few-shot exemplars differ" in err and "20 of 20 paired gsm8k prompts" in err
         assert "--fewshot lm-eval --shots 5" in err
         assert len(err.strip().splitlines()) == 1
     aligned = tmp_path / "aligned.jsonl"

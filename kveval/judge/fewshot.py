@@ -46,7 +46,7 @@ def _describe(side: Side, task: str) -> str:
     shots = params.get("shots", 8)
     if mode == "lm-eval":
         return f"--fewshot lm-eval --shots {shots} --fewshot-seed {params.get('fewshot_seed')}"
-    return f"--fewshot first --shots {shots} (the first {shots} train questions before each)"
+    return f"--fewshot first --shots {shots}: the first {shots} train questions before each"
 
 
 def _advice(ours: Side, lmeval: Side, task: str) -> str:
@@ -71,11 +71,12 @@ def check_pair(a: Side, b: Side) -> None:
     task, differing, paired = _mismatched(ours, lmeval)
     if not differing:
         return
+    theirs = _params(lmeval, task)
     raise IncomparableError(
-        f"the few-shot exemplars differ: {differing} of {paired} paired {task} prompts in "
-        f"{ours.path} ({_describe(ours, task)}) and the lm-eval log {lmeval.path} (lm-eval's "
-        f"sampler, {_params(lmeval, task).get('shots')} shots) are not the same; "
-        f"{_advice(ours, lmeval, task)}"
+        f"the few-shot exemplars differ: {differing} of {paired} paired {task} prompts are not "
+        f"the same in {ours.path} (kveval {_describe(ours, task)}) and the lm-eval log "
+        f"{lmeval.path} (lm-eval's sampler, {theirs.get('shots')} shots, seed "
+        f"{theirs.get('fewshot_seed', LMEVAL_SEED)}); {_advice(ours, lmeval, task)}"
     )
 
 
