@@ -340,3 +340,25 @@ def test_fewshot_options_need_the_gsm8k_task(capsys: Any, server: FakeServer,
                           "--prompts", str(prompts), "--shots", "3", "-o",
                           str(tmp_path / "x.jsonl"))
     assert code == 2 and "gsm8k task only" in err
+
+
+def test_the_refusal_names_the_api_too(capsys: Any, server: FakeServer, gsm8k_dir: Path,
+                                       tmp_path: Path) -> None:
+    out = tmp_path / "completions.jsonl"
+    run(capsys, server, gsm8k_dir, out, "--limit", "20", "--fewshot", "lm-eval", "--shots", "5")
+    code, _, err = kveval(capsys, "gate", "--baseline", str(V13 / "chat"), "--candidate",
+                          str(out))
+    assert code == 2 and "--fewshot lm-eval --shots 5 --api chat" in err
+
+
+def test_same_sampler_on_other_train_data_says_so(capsys: Any, server: FakeServer,
+                                                  gsm8k_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "gsm8k"
+    data.mkdir()
+    (data / "test.jsonl").write_text((gsm8k_dir / "test.jsonl").read_text())
+    train = (gsm8k_dir / "train.jsonl").read_text().splitlines()
+    (data / "train.jsonl").write_text("\n".join(reversed(train)) + "\n")
+    out = tmp_path / "other-train.jsonl"
+    run(capsys, server, data, out, "--limit", "20", "--fewshot", "lm-eval", "--shots", "5")
+    code, _, err = kveval(capsys, "score", str(out), "--baseline", str(V13 / "completions-a"))
+    assert code == 2 and "both use lm-eval's sampler" in err and "--data" in err
