@@ -25,7 +25,7 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
               help="API mode for every task. Default: each task's own.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Answer budget for every task.")
 @click.option("--seed", type=int, default=1234, show_default=True,
-              help="Sent with every request and recorded; also seeds sampled exemplars.")
+              help="Sent with every request and recorded (GSM8K exemplars: --fewshot-seed).")
 @click.option("--extra-body", metavar="JSON", help="JSON object merged into every request, e.g. "
               "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}'.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
