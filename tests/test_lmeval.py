@@ -362,3 +362,13 @@ def test_same_sampler_on_other_train_data_says_so(capsys: Any, server: FakeServe
     run(capsys, server, data, out, "--limit", "20", "--fewshot", "lm-eval", "--shots", "5")
     code, _, err = kveval(capsys, "score", str(out), "--baseline", str(V13 / "completions-a"))
     assert code == 2 and "both use lm-eval's sampler" in err and "--data" in err
+
+
+def test_a_one_turn_chat_log_cannot_be_aligned_and_says_so(
+        capsys: Any, server: FakeServer, gsm8k_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "chat.jsonl"
+    run(capsys, server, gsm8k_dir, out, "--limit", "20", "--fewshot", "lm-eval", "--shots", "5",
+        "--api", "chat")
+    code, _, err = kveval(capsys, "gate", "--baseline", str(V02 / "chat"), "--candidate",
+                          str(out))
+    assert code == 2 and "as one user message" in err

@@ -49,7 +49,18 @@ def _describe(side: Side, task: str) -> str:
     return f"--fewshot first --shots {shots}: the first {shots} train questions before each"
 
 
+def _one_turn(side: Side, task: str) -> bool:
+    """lm-eval 0.4.0-0.4.2 and --apply_chat_template without multi-turn few-shot sent the
+    whole few-shot prompt as one user message."""
+    first = next((item for item in side.items if item.task == task), None)
+    messages = first.request.get("messages") if first else None
+    return isinstance(messages, list) and len(messages) == 1
+
+
 def _advice(ours: Side, lmeval: Side, task: str) -> str:
+    if _api(lmeval, task) == "chat" and _one_turn(lmeval, task):
+        return ("lm-eval sent each few-shot prompt as one user message, which kveval does not "
+                "build; pair it with another lm-eval log")
     params = _params(lmeval, task)
     shots = params.get("shots")
     seed = params.get("fewshot_seed", LMEVAL_SEED)
