@@ -102,6 +102,17 @@ def test_folder_results_file_and_samples_file_name_the_same_run() -> None:
     assert runs[0].header == runs[1].header == runs[2].header
 
 
+def test_two_runs_in_one_folder_are_told_apart_by_date(tmp_path: Path) -> None:
+    folder = tmp_path / "out" / "fake-model"
+    for log in ("completions-a", "completions-b"):
+        for path in (V13 / log / "fake-model").iterdir():
+            (folder / path.name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / path.name).write_text(path.read_text())
+    (a,) = folder.glob("samples_*T21-50-48*.jsonl")
+    assert read_lmeval(a).header.label == "out 2026-11-29T21-50-48.252204"
+    assert read_lmeval(V13 / "completions-a").header.label == "completions-a"
+
+
 def test_logs_without_filter_field_in_rank_order_read_the_same(tmp_path: Path) -> None:
     """Before 0.4.7 only the order tells the filter; multi-GPU logs come rank by rank."""
     rows = raw_lines(V13 / "completions-a")

@@ -236,11 +236,15 @@ def _created(results: dict[str, Any], located: Located) -> str:
 
 
 def _label(located: Located, results: dict[str, Any]) -> str:
-    """The --output_path folder's name (lm-eval adds a folder per model below it)."""
+    """The --output_path folder's name (lm-eval adds a folder per model below it), with the
+    run's date when that folder holds several runs."""
     samples = located.samples[0][1]
-    if samples.parent.name == results.get("model_name_sanitized"):
-        return samples.parent.parent.name or samples.stem
-    return samples.parent.name or samples.stem
+    folder = samples.parent
+    name = folder.parent.name if folder.name == results.get("model_name_sanitized") else folder.name
+    match = _SAMPLES.match(samples.name)
+    if match and len(list(folder.glob("results_*.json"))) > 1:
+        return f"{name or samples.stem} {match['date']}"
+    return name or samples.stem
 
 
 def make_header(located: Located, results: dict[str, Any], api: str,
