@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from kveval.errors import IncomparableError
 from kveval.formats.records import ItemRecord
+from kveval.judge.collapse import Collapse, collapse_of
 from kveval.judge.compare import Pair, Pairing, Side, by_task, pair_sides
 from kveval.judge.setup import Setup, inspect_setup
 from kveval.judge.stats import (
@@ -198,16 +199,27 @@ class ScoreReport:
     setup: Setup | None = None
     pairing: Pairing | None = None
     accuracy: tuple[PairedComparison, ...] = ()
+    collapse: dict[str, Collapse] = field(default_factory=dict)  # per task, the run's answers
+    baseline_collapse: dict[str, Collapse] = field(default_factory=dict)
+
+
+def collapse_by_task(side: Side) -> dict[str, Collapse]:
+    answered: dict[str, list[ItemRecord]] = {}
+    for item in side.items:
+        if item.ok:
+            answered.setdefault(item.task, []).append(item)
+    return {task: collapse_of(items) for task, items in answered.items()}
 
 
 def score_report(run: Side, baseline: Side | None = None) -> ScoreReport:
     scores = score_side(run)
     if baseline is None:
-        return ScoreReport(run, scores)
+        return ScoreReport(run, scores, collapse=collapse_by_task(run))
     setup = inspect_setup(baseline, run)
     pairing = pair_sides(baseline, run)
     if not pairing.pairs:
         raise IncomparableError(f"no paired items: {baseline.path} and {run.path} share no "
                                 "answered (task, item_id)")
     return ScoreReport(run, scores, baseline, setup, pairing,
-                       with_worst_case(compare_accuracy(pairing), baseline, run))
+                       with_worst_case(compare_accuracy(pairing), baseline, run),
+                       collapse_by_task(run), collapse_by_task(baseline))

@@ -3,22 +3,33 @@
 Runs are paired by (task, item_id). Per task: how many answers are identical, the mean
 shared-prefix ratio (common prefix length over the longer output, in characters, as the
 widely copied FP8 KV-cache tutorial script computes it) and the median position of the first
-difference. Given a noise run (the baseline setup restarted), the candidate's drift is tested
-against the noise run's on the same items: an exact McNemar test on the per-item indicator
-"identical to the baseline", noise vs candidate.
+difference. Given one noise run (the baseline setup restarted), the candidate's drift is
+tested against the noise run's on the same items: an exact McNemar test on the per-item
+indicator "identical to the baseline", noise vs candidate; the floor's own spread is then
+unknown. Given two or more, their spread is the floor (judge/floor.py). Drift is measured on
+the answer (`output`); a reasoning server's `reasoning` text is compared apart. Candidate
+repeats (more runs of the candidate's setup) show its own instability. Every task also gets
+its collapse figures (judge/collapse.py).
 """
 
 from __future__ import annotations
 
-import os
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kveval.errors import IncomparableError
-from kveval.formats.records import ItemRecord
 from kveval.judge.collapse import TaskCollapse, collapse_of, discordant
 from kveval.judge.floor import SpreadTest, spread_test
+from kveval.judge.pairs import (
+    Pair,
+    Pairing,
+    by_task,
+    most_diverged,
+    pair_sides,
+    prefix_ratio,
+    shared_prefix_length,
+)
 from kveval.judge.sides import (
     ANSWERS_TASK,
     Side,
@@ -31,85 +42,9 @@ from kveval.judge.stats import mcnemar_exact
 
 ALPHA = 0.05  # drift beyond the noise floor: exact McNemar p below this
 
-__all__ = ["ANSWERS_TASK", "Side", "check_same_format", "check_tasks", "side_from_answers",
-           "side_from_run"]
-
-
-def shared_prefix_length(a: str, b: str) -> int:
-    return len(os.path.commonprefix([a, b]))
-
-
-def prefix_ratio(a: str, b: str) -> float:
-    """Common prefix length over the longer text; two empty texts are identical (1.0)."""
-    longest = max(len(a), len(b))
-    return shared_prefix_length(a, b) / longest if longest else 1.0
-
-
-@dataclass(frozen=True)
-class Pair:
-    """The same item answered in the baseline and in another run."""
-
-    base: ItemRecord
-    other: ItemRecord
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.base.key
-
-    @property
-    def base_text(self) -> str:
-        return self.base.output or ""
-
-    @property
-    def other_text(self) -> str:
-        return self.other.output or ""
-
-    @property
-    def answered(self) -> bool:
-        """Both runs gave an answer text; `output: null` (a reasoning server cut at its token
-        budget) is no answer, so it never counts as identical to another null."""
-        return self.base.output is not None and self.other.output is not None
-
-    @property
-    def identical(self) -> bool:
-        return self.answered and self.base_text == self.other_text
-
-    @property
-    def prefix_ratio(self) -> float:
-        return prefix_ratio(self.base_text, self.other_text) if self.answered else 0.0
-
-    @property
-    def first_difference(self) -> int | None:
-        """Character position of the first difference; None when the answers are identical."""
-        return None if self.identical else shared_prefix_length(self.base_text, self.other_text)
-
-
-@dataclass(frozen=True)
-class Pairing:
-    pairs: tuple[Pair, ...]  # answered (status ok) in both runs
-    only_base: int  # items only the baseline has
-    only_other: int  # items only the other run has
-    with_errors: int  # items in both runs, left out because at least one is an error
-
-
-def pair_sides(base: Side, other: Side) -> Pairing:
-    """Pair by (task, item_id); a pair whose prompts differ makes the runs incomparable."""
-    others = {item.key: item for item in other.items}
-    both = [(item, others[item.key]) for item in base.items if item.key in others]
-    mismatched = [a.key for a, b in both if a.prompt_sha256 != b.prompt_sha256]
-    if mismatched:
-        task, item_id = mismatched[0]
-        raise IncomparableError(
-            f"{len(mismatched)} paired item(s) have different prompts in {base.path} and "
-            f"{other.path} (prompt_sha256 differs), e.g. {task} {item_id}"
-        )
-    pairs = tuple(Pair(a, b) for a, b in both if a.ok and b.ok)
-    return Pairing(
-        pairs=pairs,
-        only_base=len(base.items) - len(both),
-        only_other=len(others) - len(both),
-        with_errors=len(both) - len(pairs),
-    )
+__all__ = ["ANSWERS_TASK", "Pair", "Pairing", "Side", "by_task", "check_same_format",
+           "check_tasks", "most_diverged", "pair_sides", "prefix_ratio", "shared_prefix_length",
+           "side_from_answers", "side_from_run"]
 
 
 @dataclass(frozen=True)
@@ -195,18 +130,6 @@ class Comparison:
     repeats: tuple[Side, ...] = ()  # more runs of the candidate's setup
 
 
-def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
-    changed = [p for p in pairs if not p.identical]
-    return tuple(sorted(changed, key=lambda p: (p.prefix_ratio, p.key))[:count])
-
-
-def by_task(pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
-    grouped: dict[str, list[Pair]] = {}
-    for pair in pairs:
-        grouped.setdefault(pair.key[0], []).append(pair)
-    return grouped
-
-
 def _pair_or_fail(base: Side, other: Side) -> Pairing:
     pairing = pair_sides(base, other)
     if not pairing.pairs:
@@ -252,6 +175,7 @@ class RunPairs:
 def task_drift(task: str, runs: RunPairs, show: int = 0) -> TaskDrift:
     cand = runs.candidate[task]
     noise = [n.get(task, []) for n in runs.noise]
+    between = [other.get(task, []) for row in runs.between for other in row]
     return TaskDrift(
         task=task,
         candidate=drift(cand),
@@ -259,8 +183,8 @@ def task_drift(task: str, runs: RunPairs, show: int = 0) -> TaskDrift:
         test=noise_test(cand, noise[0]) if noise else None,
         diverged=most_diverged(cand, show),
         noise_runs=tuple(drift(pairs) for pairs in noise),
-        between_noise=tuple(drift(other.get(task, [])) for row in runs.between for other in row),
-        spread=spread_of(cand, noise),
+        between_noise=tuple(drift(pairs) for pairs in between),
+        spread=spread_of(cand, noise, between),
         instability=tuple(drift(r.get(task, [])) for r in runs.repeats),
         reasoning=reasoning_drift(cand),
         collapse=collapse_on_shared(cand, noise),
@@ -273,15 +197,19 @@ def _shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> list[list[
     return [[p for p in pairs if p.key in keys] for pairs in (cand, *noise)]
 
 
-def spread_of(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> SpreadTest | None:
-    """With two or more noise runs: the candidate's changed answers against their spread."""
+def spread_of(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]],
+              between: Sequence[Sequence[Pair]] = ()) -> SpreadTest | None:
+    """With two or more noise runs: the candidate's changed answers against their spread
+    (`between`: the noise runs' pairs with each other, for the test's sampling floor)."""
     if len(noise) < 2:
         return None
     shared = _shared(cand, noise)
     if not shared[0]:
         return None
+    keys = {p.key for p in shared[0]}
     changed = [sum(not p.identical for p in pairs) for pairs in shared]
-    return spread_test(changed[0], changed[1:], len(shared[0]))
+    crossed = [sum(not p.identical for p in pairs if p.key in keys) for pairs in between]
+    return spread_test(changed[0], changed[1:], len(shared[0]), crossed)
 
 
 def collapse_on_shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> TaskCollapse:

@@ -59,15 +59,30 @@ def _from_logit(y: float, n: int) -> float:
     return (odds * (n + 0.5) - 0.5) / (1 + odds) if odds < 1e300 else float(n)
 
 
-def spread_test(candidate: int, noise: Sequence[int], n: int) -> SpreadTest:
-    """Test the candidate count against a prediction interval from the noise runs' counts."""
+def _sampling_floor(noise: Sequence[int], between: Sequence[int], n: int) -> float:
+    """The least variance a count's logit can have from sampling alone. Given the baseline, a
+    noise run's count is the baseline's own departures (fixed) plus the run's new ones, about
+    half of what two noise runs change against each other: a Poisson count of mean m moves
+    the logit by about sqrt(m) / (x (1 - x / n)). Without counts between noise runs, the
+    binomial variance of the whole count (larger, so conservative)."""
+    mean = statistics.fmean(noise)
+    if not between:
+        return statistics.fmean(_binomial_variance(x, n) for x in noise)
+    fresh = statistics.fmean(between) / 2
+    return (fresh + 0.5) / ((mean + 0.5) * (1 - mean / (n + 1))) ** 2
+
+
+def spread_test(candidate: int, noise: Sequence[int], n: int,
+                between: Sequence[int] = ()) -> SpreadTest:
+    """Test the candidate count against a prediction interval from the noise runs' counts
+    (`between`: the noise runs' counts against each other, for the sampling floor)."""
     if len(noise) < 2:
         raise ValueError("the spread of the noise floor needs at least two noise runs")
     from scipy.stats import t as student
 
     ys = [_logit(x, n) for x in noise]
     k = len(ys)
-    floor = statistics.fmean(_binomial_variance(x, n) for x in noise)
+    floor = _sampling_floor(noise, between, n)
     scale = math.sqrt(max(statistics.variance(ys), floor) * (1 + 1 / k))
     statistic = (_logit(candidate, n) - statistics.fmean(ys)) / scale
     p_value = float(student.sf(statistic, df=k - 1))
