@@ -313,8 +313,8 @@ def test_gate_cannot_judge_when_the_noise_run_lacks_a_task():
     base_both = run("a", list(base.items) + accuracy_items(10, set()))
     cand_both = run("b", list(cand.items) + accuracy_items(10, set()),
                     fingerprint=fp8_fingerprint())
-    with pytest.raises(IncomparableError,
-                       match="cannot judge: noise run n has no prompts; the baseline has 200 items"):
+    missing = "cannot judge: noise run n has no prompts; the baseline has 200 items"
+    with pytest.raises(IncomparableError, match=missing):
         gate(base_both, cand_both, noise_without_prompts)
     report = gate(base_both, cand_both, noise_without_prompts, skip=("prompts",))
     assert [(d.task, d.rule, d.skipped) for d in report.decisions] == [
