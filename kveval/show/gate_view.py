@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from kveval.judge.accuracy import PairedComparison
 from kveval.judge.compare import TaskDrift
-from kveval.judge.floor import ALPHA
 from kveval.judge.verdict import GateReport, TaskDecision, paired_regression
 from kveval.show.blocks import Block, Heading, Table
 from kveval.show.compare_view import collapse_table
@@ -72,10 +71,12 @@ def collapse_reason(d: TaskDecision, r: GateReport) -> str | None:
     c = _drift(r, d.task).collapse
     if c is None or d.collapse_p is None or d.skipped:
         return None
+    if not c.candidate.collapsed and not d.collapsed:
+        return None  # nothing cut short or empty: the collapse table says so
     cand = r.comparison.candidate
     floor = ("the noise floor's" if c.noise else f"the baseline's ({r.comparison.base.label})")
     counts = ", ".join(str(n.collapsed) for n in c.noise) or str(c.baseline.collapsed)
-    word = "COLLAPSE" if d.collapsed else ("no collapse" if d.collapse_p >= ALPHA else "")
+    word = "COLLAPSE" if d.collapsed else "within chance"
     return (f"{d.task} collapse: {cand.label} has {c.candidate.collapsed} of "
             f"{c.candidate.answers} answers truncated or empty, {floor} {counts}; "
             f"{p_text(d.collapse_p)} (one-sided, Holm-adjusted across tasks): {word}")
