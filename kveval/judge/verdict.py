@@ -1,14 +1,11 @@
-"""Verdicts from paired runs: can they be judged at all, how accurate is each, does the
-candidate pass the gate.
+"""The gate: can the runs be judged at all, and does the candidate pass.
 
-Cannot judge (IncomparableError, exit 2): different sampling parameters, a pair whose prompt
-differs, no paired items, too many error items. Policies:
-
-- overlap: the candidate's Wilson 95% interval overlaps the baseline's (or lies above it);
-- paired: the 95% interval for the paired accuracy difference rules out a loss larger than
-  the margin (non-inferiority);
-- drift, for tasks without ground truth when a noise run is given: the candidate does not
-  change more answers than the noise run does (exact McNemar, p < 0.05).
+Cannot judge the runs (IncomparableError, exit 2): different sampling parameters, a pair whose
+prompt differs, no paired items, a task of the baseline that the candidate or a noise run
+lacks (unless skipped), error and missing items above the limit. Each task then gets one
+decision (judge/decide.py: the overlap, paired and drift rules, collapse, and "cannot judge"
+for a task too small for the paired margin). Exit 1 when a regression was found, else 2 when a
+task could not be judged, else 0.
 """
 
 from __future__ import annotations
