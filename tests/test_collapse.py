@@ -168,3 +168,20 @@ def test_gsm8k_drift_is_labelled_information_and_needle_rows_say_no_metric(tmp_p
     assert "flexible" not in out
     code, out, _ = kveval(["score", b, "--baseline", a], capsys)
     assert "flexible" not in out
+
+
+def test_compare_holm_adjusts_the_spread_tests_across_tasks(tmp_path, capsys):
+    def run(label: str, changed: dict[str, int]) -> str:
+        items = [ItemRecord(task=task, item_id=f"{task}{i}", prompt_sha256=f"{task}{i}",
+                            request={}, status="ok",
+                            output=f"{task} {i}" + ("!" if i < changed.get(task, 0) else ""))
+                 for task in ("t1", "t2") for i in range(300)]
+        return write(tmp_path / f"{label}.jsonl", header(label), items)
+
+    a = run("a", {})
+    noise = [run(f"n{k}", {"t1": c, "t2": c}) for k, c in enumerate((20, 28, 24))]
+    cand = run("c", {"t1": 60, "t2": 40})
+    args = ["compare", a, cand, *(x for n in noise for x in ("--noise", n)), "--json"]
+    tests = [t["spread_test"] for t in json.loads(kveval(args, capsys)[1])["tasks"]]
+    low, high = sorted(t["p_value"] for t in tests)
+    assert sorted(t["adjusted_p"] for t in tests) == pytest.approx([2 * low, max(2 * low, high)])

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kveval.errors import IncomparableError
 from kveval.judge.collapse import TaskCollapse, collapse_of, discordant
-from kveval.judge.floor import SpreadTest, spread_test
+from kveval.judge.floor import SpreadTest, holm, spread_test
 from kveval.judge.pairs import (
     Pair,
     Pairing,
@@ -155,10 +155,19 @@ def compare_sides(base: Side, candidate: Side, noise: Side | None = None, show: 
                     [by_task(_pair_or_fail(candidate, r).pairs) for r in repeats],
                     [[by_task(_pair_or_fail(a, b).pairs) for b in all_noise[i + 1:]]
                      for i, a in enumerate(all_noise)])
-    tasks = tuple(task_drift(task, runs, show) for task in runs.candidate)
+    tasks = holm_spreads([task_drift(task, runs, show) for task in runs.candidate])
     return Comparison(base, candidate, all_noise[0] if all_noise else None, pairing,
                       noise_pairings[0] if noise_pairings else None, tasks, tuple(all_noise),
                       tuple(repeats))
+
+
+def holm_spreads(tasks: Sequence[TaskDrift]) -> tuple[TaskDrift, ...]:
+    """Each task's spread test with its p-value Holm-adjusted across the tasks that have one."""
+    tested = [t for t in tasks if t.spread is not None]
+    adjusted = dict(zip((t.task for t in tested),
+                        holm([t.spread.p_value for t in tested if t.spread]), strict=True))
+    return tuple(replace(t, spread=replace(t.spread, adjusted_p=adjusted[t.task]))
+                 if t.spread is not None else t for t in tasks)
 
 
 @dataclass(frozen=True)
