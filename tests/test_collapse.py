@@ -32,10 +32,10 @@ def plain(n: int, task: str = "gsm8k") -> list[ItemRecord]:
 
 def test_repetition_is_the_share_of_repeated_4grams():
     assert repetition("one two three four five six") == 0.0
-    # 8 tokens, 5 four-grams, of which "a b c d" appears twice: 1 - 4/5
+    # 8 words, 5 four-grams, of which "a b c d" appears twice: 1 - 4/5
     assert repetition("a b c d a b c d") == pytest.approx(0.2)
-    assert repetition("????????????") == pytest.approx(1 - 1 / 9)
-    assert repetition("") == 0.0
+    assert repetition("? ? ? ? ? ? ? ? ? ? ? ?") == pytest.approx(1 - 1 / 9)
+    assert repetition("one two three") == 0.0 and repetition("") == 0.0
 
 
 def test_collapse_counts_truncated_empty_and_null_answers():
@@ -85,7 +85,7 @@ def test_gate_judges_collapse_against_the_noise_floor(collapsing, tmp_path, caps
 def test_compare_and_score_report_collapse_per_task(collapsing, capsys):
     code, out, _ = kveval(["compare", collapsing["a"], collapsing["b"], "--show", "1"], capsys)
     assert code == 0
-    assert "truncated" in out and "8 (8.0%)" in out and "4-grams" in out
+    assert "truncated" in out and "8 (8.0%)" in out and "word 4-grams" in out
     assert "(empty)" in out  # --show prints an empty answer as (empty), not a blank column
     data = json.loads(kveval(["compare", collapsing["a"], collapsing["b"], "--json"], capsys)[1])
     collapse = data["tasks"][0]["collapse"]

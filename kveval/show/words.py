@@ -4,7 +4,7 @@ reports print (overlap, paired, loss, drift)."""
 from __future__ import annotations
 
 from kveval.judge.accuracy import WorstCase
-from kveval.judge.collapse import NGRAM, Collapse
+from kveval.judge.collapse import NGRAM, REPETITION_SAMPLE, Collapse
 from kveval.judge.compare import ALPHA, Drift, NoiseTest, TaskDrift
 from kveval.judge.floor import SpreadTest
 from kveval.judge.stats import Interval
@@ -150,5 +150,5 @@ def collapse_text(c: Collapse) -> tuple[str, str, str]:
     return f"{c.truncated} ({share(c.truncated)})", f"{c.empty} ({share(c.empty)})", rep
 
 
-REPETITION_NOTE = (f"repetition: the share of each answer's {NGRAM}-grams of words and "
-                   "punctuation that repeat an earlier one, averaged over answers")
+REPETITION_NOTE = (f"repetition: the share of each answer's word {NGRAM}-grams that repeat an "
+                   f"earlier one, averaged over the first {REPETITION_SAMPLE:,} answers per task")
