@@ -185,13 +185,14 @@ def task_drift(task: str, runs: RunPairs, show: int = 0) -> TaskDrift:
     cand = runs.candidate[task]
     noise = [n.get(task, []) for n in runs.noise]
     between = [other.get(task, []) for row in runs.between for other in row]
+    noise_runs = tuple(drift(pairs) for pairs in noise)
     return TaskDrift(
         task=task,
         candidate=drift(cand),
-        noise=drift(noise[0]) if noise else None,
+        noise=noise_runs[0] if noise else None,
         test=noise_test(cand, noise[0]) if noise else None,
         diverged=most_diverged(cand, show),
-        noise_runs=tuple(drift(pairs) for pairs in noise),
+        noise_runs=noise_runs,
         between_noise=tuple(drift(pairs) for pairs in between),
         spread=spread_of(cand, noise, between),
         instability=tuple(drift(r.get(task, [])) for r in runs.repeats),
