@@ -202,3 +202,16 @@ def test_candidate_repeat_reports_its_own_instability(runs, tmp_path, capsys):  
                               "--json"], capsys)[1])
     assert data["tasks"][0]["instability"][0]["changed"] == 66
     assert data["candidate_repeats"][0]["label"] == "fp8r"
+
+
+def test_every_noise_run_and_repeat_must_share_the_sampling(runs, tmp_path, capsys):  # noqa: F811
+    hot = header("hot", sampling={"temperature": 0.7, "seed": 0, "extra_body": None})
+    other = write(tmp_path / "hot.jsonl", hot,
+                  gsm8k_items(500, set(range(41))) + prompt_items(60, set()))
+    for option in ("--noise", "--candidate-repeat"):
+        args = ["compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"], option, other]
+        code, _, err = kveval(args, capsys)
+        assert code == 2 and "different sampling parameters: temperature 0.0 vs 0.7" in err
+        code, _, err = kveval(gate_args(runs, "fp8", "--noise", runs["bf16b"], option, other),
+                              capsys)
+        assert code == 2 and "different sampling parameters" in err
