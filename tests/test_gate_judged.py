@@ -215,3 +215,18 @@ def test_every_noise_run_and_repeat_must_share_the_sampling(runs, tmp_path, caps
         code, _, err = kveval(gate_args(runs, "fp8", "--noise", runs["bf16b"], option, other),
                               capsys)
         assert code == 2 and "different sampling parameters" in err
+
+
+def test_a_task_whose_candidate_answers_are_all_errors_is_named(tmp_path, capsys):
+    a = write(tmp_path / "a.jsonl", header("a"),
+              scored_items("gsm8k", 100) + scored_items("needle", 10))
+    b = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")),
+              scored_items("gsm8k", 100) + scored_items("needle", 10, errors=set(range(10))))
+    args = ["gate", "--baseline", a, "--candidate", b, "--max-error-rate", "1"]
+    code, out, _ = kveval(args, capsys)
+    assert code == 2, out
+    assert "needle: cannot judge: no item of needle was answered in both runs" in out
+    data = json.loads(kveval(args + ["--json"], capsys)[1])
+    assert [(t["task"], t["status"]) for t in data["tasks"]] == [("gsm8k", "pass"),
+                                                                ("needle", "cannot judge")]
+    assert kveval(args + ["--skip", "needle"], capsys)[0] == 0

@@ -145,17 +145,26 @@ def _primary(t: TaskDrift, comp: PairedComparison | None, policy: str, margin: f
 
 def decide(policy: str, margin: float, comparisons: Sequence[PairedComparison],
            comparison: Comparison, skip: Sequence[str] = ()) -> tuple[TaskDecision, ...]:
+    """One decision per task of the baseline, in its order: a task with no pair answered in
+    both runs cannot be judged."""
     judged = {c.task: c for c in comparisons}
-    tasks = [t for t in comparison.tasks if t.task not in skip]
-    drifts = _holm({t.task: drift_p(t) for t in tasks if t.task not in judged})
-    collapses = _holm({t.task: collapse_p(t) for t in tasks})
+    by_name = {t.task: t for t in comparison.tasks if t.task not in skip}
+    drifts = _holm({n: drift_p(t) for n, t in by_name.items() if n not in judged})
+    collapses = _holm({n: collapse_p(t) for n, t in by_name.items()})
+    names = dict.fromkeys([*(item.task for item in comparison.base.items),
+                           *(t.task for t in comparison.tasks)])
     decisions = []
-    for t in comparison.tasks:
-        if t.task in skip:
-            decisions.append(TaskDecision(t.task, None, None, skipped=True))
-            continue
-        rule, passed, why = _primary(t, judged.get(t.task), policy, margin, drifts.get(t.task))
-        collapsed = collapses.get(t.task, 1.0) < ALPHA
-        decisions.append(TaskDecision(t.task, rule, False if collapsed else passed, why, False,
-                                      collapsed, drifts.get(t.task), collapses.get(t.task)))
+    for name in names:
+        t = by_name.get(name)
+        if name in skip:
+            decisions.append(TaskDecision(name, None, None, skipped=True))
+        elif t is None:
+            decisions.append(TaskDecision(name, None, None, cannot_judge=(
+                f"no item of {name} was answered in both runs (errors or missing)")))
+        else:
+            rule, passed, why = _primary(t, judged.get(name), policy, margin, drifts.get(name))
+            collapsed = collapses.get(name, 1.0) < ALPHA
+            decisions.append(TaskDecision(name, rule, False if collapsed else passed, why,
+                                          False, collapsed, drifts.get(name),
+                                          collapses.get(name)))
     return tuple(decisions)

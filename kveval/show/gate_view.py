@@ -29,8 +29,8 @@ def _comparison(r: GateReport, task: str) -> PairedComparison | None:
     return next((c for c in r.accuracy if c.task == task), None)
 
 
-def _drift(r: GateReport, task: str) -> TaskDrift:
-    return next(t for t in r.comparison.tasks if t.task == task)
+def _drift(r: GateReport, task: str) -> TaskDrift | None:
+    return next((t for t in r.comparison.tasks if t.task == task), None)
 
 
 def paired_reason(d: TaskDecision, comp: PairedComparison, margin: float) -> str:
@@ -47,7 +47,8 @@ def paired_reason(d: TaskDecision, comp: PairedComparison, margin: float) -> str
 def drift_reason(d: TaskDecision, r: GateReport) -> str:
     cand = r.comparison.candidate.label
     noise = r.comparison.noise.label if r.comparison.noise else None
-    sentence = drift_sentence(_drift(r, d.task), cand, noise)
+    drift = _drift(r, d.task)
+    sentence = drift_sentence(drift, cand, noise) if drift else "no pairs"
     tested = sum(x.drift_p is not None for x in r.decisions)
     if d.drift_p is None or tested < 2:
         return sentence
@@ -58,6 +59,8 @@ def decision_reason(d: TaskDecision, r: GateReport) -> str:
     comp = _comparison(r, d.task)
     if d.skipped:
         return "skipped (--skip)"
+    if d.rule is None and d.cannot_judge is not None:
+        return f"cannot judge: {d.cannot_judge}"
     if d.rule == "overlap" and comp is not None:
         return overlap_sentence(comp, r.comparison.candidate.label)
     if d.rule == "paired" and comp is not None:
@@ -68,7 +71,8 @@ def decision_reason(d: TaskDecision, r: GateReport) -> str:
 
 
 def collapse_reason(d: TaskDecision, r: GateReport) -> str | None:
-    c = _drift(r, d.task).collapse
+    drift = _drift(r, d.task)
+    c = drift.collapse if drift else None
     if c is None or d.collapse_p is None or d.skipped:
         return None
     if not c.candidate.collapsed and not d.collapsed:
