@@ -68,7 +68,7 @@ def test_gate_fails_a_collapsing_candidate_without_noise(collapsing, capsys):
     task = data["tasks"][0]
     assert task["collapsed"] and task["status"] == "regression"
     assert set(task["drift"]["collapse"]) >= {"truncated", "empty", "length_ratio", "repetition"}
-    assert task["drift"]["collapse"]["empty"] == 8
+    assert task["drift"]["collapse"]["empty"] == 8 and task["collapse"]["empty"] == 8
 
 
 def test_gate_judges_collapse_against_the_noise_floor(collapsing, tmp_path, capsys):

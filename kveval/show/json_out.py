@@ -224,7 +224,8 @@ def gate_json(r: GateReport) -> dict[str, Any]:
         "tasks": [{**decision_json(d, r),
                    "accuracy": paired_json(comps[d.task], base, cand) if d.task in comps else None,
                    "drift": (task_drift_json(drifts[d.task], cand, noise)
-                             if d.task in drifts else None)}
+                             if d.task in drifts else None),
+                   "collapse": collapse_json(drifts[d.task].collapse) if d.task in drifts else None}
                   for d in r.decisions],
         "summary": gate_summary(r),
     }
