@@ -230,3 +230,13 @@ def test_a_task_whose_candidate_answers_are_all_errors_is_named(tmp_path, capsys
     assert [(t["task"], t["status"]) for t in data["tasks"]] == [("gsm8k", "pass"),
                                                                 ("needle", "cannot judge")]
     assert kveval(args + ["--skip", "needle"], capsys)[0] == 0
+
+
+def test_each_noise_run_and_repeat_is_checked_to_be_a_rerun(runs, capsys):  # noqa: F811
+    args = ["compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"], "--noise",
+            runs["fp8bad"], "--candidate-repeat", runs["bf16b"]]
+    code, out, _ = kveval(args, capsys)
+    assert code == 0
+    assert ("warning: the noise run fp8bad differs from bf16a's setup "
+            "(metrics.cache_config_info.cache_dtype)") in out
+    assert "warning: the candidate repeat bf16b differs from fp8's setup" in out

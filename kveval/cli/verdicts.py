@@ -97,16 +97,14 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     strings (paired by position).
     """
     from kveval.judge.compare import compare_sides
-    from kveval.judge.verdict import check_sampling, inspect_setup
+    from kveval.judge.verdict import inspect_setup
     from kveval.show import report
 
     _check_output(as_json, markdown)
     base, cand = _load(baseline), _load(candidate)
     noises, again = [_load(path) for path in noise], [_load(path) for path in repeats]
     result = compare_sides(base, cand, show=show, noises=noises, repeats=again)
-    setup = inspect_setup(base, cand, noises[0] if noises else None)
-    for other in [*noises[1:], *again]:
-        check_sampling(base, other)
+    setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
     _emit(report.compare_blocks(setup, result), report.compare_json(setup, result), as_json,
           markdown)
     return 0

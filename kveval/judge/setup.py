@@ -119,10 +119,27 @@ def _noise_warnings(labels: Sequence[str], headers: Sequence[RunHeader]) -> list
             "a restart of the same setup"]
 
 
-def inspect_setup(base: Side, candidate: Side, noise: Side | None = None) -> Setup:
-    """Raise when the runs cannot be judged; else say what differs and what looks wrong."""
+def _rerun_warnings(reference: Side, reruns: Sequence[Side], role: str) -> list[str]:
+    """More noise runs (or candidate repeats) should be the reference's setup again."""
+    found = [f"{s.path}: the last line was cut short (a crash mid-write) and skipped"
+             for s in reruns if s.truncated_tail]
+    for other in reruns:
+        if reference.header is None or other.header is None:
+            continue
+        changed = fingerprint_differences(reference.header.fingerprint, other.header.fingerprint)
+        if changed or other.header.model != reference.header.model:
+            keys = ", ".join(d.key for d in changed[:3]) or "model"
+            found.append(f"the {role} {other.label} differs from {reference.label}'s setup "
+                         f"({keys}): it is not a rerun of the same setup")
+    return found
+
+
+def inspect_setup(base: Side, candidate: Side, noise: Side | None = None,
+                  more_noise: Sequence[Side] = (), repeats: Sequence[Side] = ()) -> Setup:
+    """Raise when the runs cannot be judged; else say what differs and what looks wrong.
+    `more_noise`: noise runs after the first; `repeats`: more runs of the candidate's setup."""
     sides = [base, candidate] + ([noise] if noise else [])
-    for other in sides[1:]:
+    for other in [*sides[1:], *more_noise, *repeats]:
         check_sampling(base, other)
     labels = tuple(s.label for s in sides)
     headers = [s.header for s in sides if s.header is not None]
@@ -136,5 +153,7 @@ def inspect_setup(base: Side, candidate: Side, noise: Side | None = None) -> Set
     warnings += _fingerprint_warnings(labels, headers, diffs)
     warnings += _concurrency_warnings(labels, headers)
     warnings += _noise_warnings(labels, headers)
+    warnings += _rerun_warnings(base, more_noise, "noise run")
+    warnings += _rerun_warnings(candidate, repeats, "candidate repeat")
     return Setup(labels, tuple(h.model for h in headers), tuple(h.concurrency for h in headers),
                  diffs, tuple(warnings))

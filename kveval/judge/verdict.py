@@ -125,9 +125,8 @@ def gate(baseline: Side, candidate: Side, noise: Side | None = None, *, policy: 
         raise ValueError(f"unknown policy {policy!r} or metric {metric!r}")
     all_noise = ([noise] if noise else []) + list(noises)
     check_skip(baseline, skip)
-    setup = inspect_setup(baseline, candidate, all_noise[0] if all_noise else None)
-    for other in [*all_noise[1:], *repeats]:
-        check_sampling(baseline, other)
+    setup = inspect_setup(baseline, candidate, all_noise[0] if all_noise else None,
+                          all_noise[1:], repeats)
     comparison = compare_sides(baseline, candidate, noises=all_noise, repeats=repeats, skip=skip)
     check_error_rate(baseline, [candidate, *all_noise], max_error_rate, skip)
     judged = with_worst_case(judged_accuracy(comparison.pairing, metric), baseline, candidate)
