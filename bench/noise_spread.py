@@ -8,8 +8,8 @@ Two runs give the same answer when both keep the canonical one. The candidate is
 run; a drift of E points gives a fresh answer to E% more of its items.
 
 The tests are kveval's own: one noise run, the exact McNemar test on the same items
-(kveval.judge.compare.noise_test); two or more, the prediction interval from their spread
-(kveval.judge.floor.spread_test).
+(kveval.judge.compare.noise_test); two or more, the prediction interval from the spread of
+the baseline's setup, every run against every other (kveval.judge.floor.spread_test).
 
     python bench/gate_simulation.py --spread-only [--reps 2000]
 """
@@ -47,8 +47,13 @@ class SpreadWorld:
         """(reps, n): run `run` (1-3 noise, 4 candidate) differs from the baseline (run 0)."""
         return self.departed[0] | self.departed[run]
 
+    def own(self, drift: float) -> np.ndarray:
+        """(reps, n): the candidate's own departures, its drift included."""
+        return self.departed[4] | (self.u_drift < drift / 100)
+
     def candidate(self, drift: float) -> np.ndarray:
-        return self.changed(4) | (self.u_drift < drift / 100)
+        """(reps, n): the candidate differs from the baseline."""
+        return self.departed[0] | self.own(drift)
 
 
 def alarm_rate(world: SpreadWorld, noise_runs: int, drift: float = 0.0) -> float:
@@ -61,12 +66,13 @@ def alarm_rate(world: SpreadWorld, noise_runs: int, drift: float = 0.0) -> float
         alarms = [NoiseTest(n, 0, 0, int(c), int(z), mcnemar_exact(int(c), int(z))).drifts_more
                   for c, z in zip(c_only, n_only, strict=True)]
         return float(np.mean(alarms))
-    runs = range(1, noise_runs + 1)
-    counts = np.stack([world.changed(r).sum(axis=1) for r in runs], axis=1)
-    between = np.stack([(world.departed[i] | world.departed[j]).sum(axis=1)
-                        for i in runs for j in runs if i < j], axis=1)
-    alarms = [spread_test(int(c), [int(x) for x in row], n, [int(x) for x in pairs]).exceeds
-              for c, row, pairs in zip(cand.sum(axis=1), counts, between, strict=True)]
+    runs = range(noise_runs + 1)  # the baseline and the noise runs
+    among = [[(world.departed[a] | world.departed[b]).sum(axis=1) for b in runs] for a in runs]
+    own = world.own(drift)
+    to_cand = [(world.departed[a] | own).sum(axis=1) for a in runs]
+    alarms = [spread_test([int(c[i]) for c in to_cand],
+                          [[int(x[i]) for x in row] for row in among], n).exceeds
+              for i in range(cand.shape[0])]
     return float(np.mean(alarms))
 
 

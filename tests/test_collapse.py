@@ -11,7 +11,7 @@ import pytest
 
 from kveval.formats.records import ItemRecord
 from kveval.judge.collapse import collapse_of, repetition
-from kveval.judge.floor import holm, spread_test
+from kveval.judge.floor import count_test, holm, run_effects, spread_test
 from kveval.show.words import points
 from tests.test_cli_verdicts import fingerprint, header, kveval, write
 
@@ -118,26 +118,39 @@ def test_null_answers_cut_by_a_reasoning_budget_are_truncated_not_identical(tmp_
 # ---------------------------------------------------------------- statistics
 
 
-def test_spread_test_passes_a_count_like_the_noise_and_fails_a_far_one():
-    assert not spread_test(26, [20, 28, 24], 300, [30, 35, 33]).exceeds
-    far = spread_test(150, [20, 28, 24], 300, [30, 35, 33])
-    assert far.exceeds and far.p_value < 0.01 and 28 < far.limit < 150
-    # every noise run changed nothing: one changed answer is not evidence
-    assert not spread_test(1, [0, 0, 0], 168, [0, 0, 0]).exceeds
+def among(*own: int) -> list[list[int]]:
+    """Pairwise changed answers of runs that depart on `own` items each, never the same."""
+    return [[a + b if i != j else 0 for j, b in enumerate(own)] for i, a in enumerate(own)]
+
+
+def test_run_effects_recover_each_runs_own_departures():
+    assert run_effects(among(10, 20, 30)) == pytest.approx([10, 20, 30])
+    assert run_effects(among(5, 9, 12, 20)) == pytest.approx([5, 9, 12, 20])
+
+
+def test_spread_test_passes_a_run_like_the_others_and_fails_a_far_one():
+    runs = among(12, 10, 15, 12)
+    like = spread_test([12 + 13, 10 + 13, 15 + 13, 12 + 13], runs, 300)
+    assert not like.exceeds and like.candidate == 25 and like.noise == (22, 27, 24)
+    far = spread_test([12 + 80, 10 + 80, 15 + 80, 12 + 80], runs, 300)
+    assert far.exceeds and far.p_value < 0.01 and 25 < far.limit < 92
+    # restarts that never change an answer: one changed answer is not evidence
+    assert not spread_test([1, 1, 1], among(0, 0, 0), 168).exceeds
     with pytest.raises(ValueError):
-        spread_test(3, [1], 100)
+        spread_test([3, 3], among(1, 1), 100)
 
 
 def test_spread_test_matches_the_prediction_interval_formula():
     from scipy.stats import t
 
-    noise, n = [40, 60, 50], 500
-    ys = [math.log((x + 0.5) / (n - x + 0.5)) for x in noise]
+    own = [10.0, 20.0, 30.0]
+    ys = [math.log(q + 1) for q in own]
     mean = sum(ys) / 3
     sd = math.sqrt(sum((y - mean) ** 2 for y in ys) / 2)
-    y_c = math.log(100.5 / 400.5)
-    expected = t.sf((y_c - mean) / (sd * math.sqrt(1 + 1 / 3)), df=2)
-    assert spread_test(100, noise, n, [10, 10, 10]).p_value == pytest.approx(expected, rel=1e-9)
+    expected = t.sf((math.log(50 + 1) - mean) / (sd * math.sqrt(1 + 1 / 3)), df=2)
+    result = spread_test([60, 70, 80], among(10, 20, 30), 500)
+    assert result.p_value == pytest.approx(expected, rel=1e-9)
+    assert count_test(50, [10, 20, 30], 500).p_value == pytest.approx(expected, rel=1e-9)
 
 
 def test_holm_adjusts_step_down():
@@ -171,17 +184,21 @@ def test_gsm8k_drift_is_labelled_information_and_needle_rows_say_no_metric(tmp_p
 
 
 def test_compare_holm_adjusts_the_spread_tests_across_tasks(tmp_path, capsys):
-    def run(label: str, changed: dict[str, int]) -> str:
-        items = [ItemRecord(task=task, item_id=f"{task}{i}", prompt_sha256=f"{task}{i}",
-                            request={}, status="ok",
-                            output=f"{task} {i}" + ("!" if i < changed.get(task, 0) else ""))
-                 for task in ("t1", "t2") for i in range(300)]
+    def run(label: str, seed: int, own: dict[str, int]) -> str:
+        items = []
+        for task in ("t1", "t2"):
+            chosen = {(seed * 37 + 11 * i) % 300 for i in range(own[task])}
+            items += [ItemRecord(task=task, item_id=f"{task}{i}", prompt_sha256=f"{task}{i}",
+                                 request={}, status="ok",
+                                 output=f"{task} {i}" + (f" {seed}" if i in chosen else ""))
+                      for i in range(300)]
         return write(tmp_path / f"{label}.jsonl", header(label), items)
 
-    a = run("a", {})
-    noise = [run(f"n{k}", {"t1": c, "t2": c}) for k, c in enumerate((20, 28, 24))]
-    cand = run("c", {"t1": 60, "t2": 40})
+    a = run("a", 0, {"t1": 12, "t2": 12})
+    noise = [run(f"n{k}", k, {"t1": c, "t2": c}) for k, c in ((1, 10), (2, 15), (3, 12))]
+    cand = run("c", 5, {"t1": 40, "t2": 30})
     args = ["compare", a, cand, *(x for n in noise for x in ("--noise", n)), "--json"]
     tests = [t["spread_test"] for t in json.loads(kveval(args, capsys)[1])["tasks"]]
     low, high = sorted(t["p_value"] for t in tests)
+    assert low < high < 0.5
     assert sorted(t["adjusted_p"] for t in tests) == pytest.approx([2 * low, max(2 * low, high)])

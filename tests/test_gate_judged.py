@@ -154,29 +154,32 @@ def test_byte_identical_runs_never_regress_under_any_policy(tmp_path, capsys):
 # ---------------------------------------------------------------- 4. the noise floor's spread
 
 
-def drifting(n: int, changed: int, seed: int) -> list[ItemRecord]:
-    """Prompt answers, `changed` of them altered (a different set per seed)."""
-    chosen = {(seed * 7 + 13 * i) % n for i in range(changed)}
-    return prompt_items(n, chosen)
+def departing(n: int, count: int, seed: int, task: str = "prompts") -> list[ItemRecord]:
+    """Answers of one run: `count` items (a different set per seed) depart from the usual
+    answer with a text of this run's own, as a restart under other batches does."""
+    chosen = {(seed * 37 + 11 * i) % n for i in range(count)}
+    return [ItemRecord(task=task, item_id=f"p{i}", prompt_sha256=f"p{i}", request={},
+                       status="ok", output=f"reply {i}" + (f" (run {seed})" if i in chosen else ""))
+            for i in range(n)]
 
 
 def test_several_noise_runs_give_the_floor_a_spread(tmp_path, capsys):
-    a = write(tmp_path / "a.jsonl", header("a"), prompt_items(300, set()))
-    noise = [write(tmp_path / f"n{k}.jsonl", header(f"n{k}"), drifting(300, c, k))
-             for k, c in enumerate((20, 28, 24))]
+    a = write(tmp_path / "a.jsonl", header("a"), departing(300, 12, 0))
+    noise = [write(tmp_path / f"n{k}.jsonl", header(f"n{k}"), departing(300, c, k))
+             for k, c in ((1, 10), (2, 15), (3, 12))]
     within = write(tmp_path / "w.jsonl", header("w", fingerprint=fingerprint("fp8")),
-                   drifting(300, 30, 5))
+                   departing(300, 16, 5))
     beyond = write(tmp_path / "x.jsonl", header("x", fingerprint=fingerprint("fp8")),
-                   drifting(300, 150, 6))
+                   departing(300, 80, 6))
     floor = [arg for path in noise for arg in ("--noise", path)]
     code, out, _ = kveval(["gate", "--baseline", a, "--candidate", within, *floor], capsys)
     assert code == 0, out
-    assert "3 noise runs changed 20, 28, 24" in out and "within the noise floor" in out
+    assert "3 noise runs changed" in out and "within the noise floor" in out
     code, out, _ = kveval(["gate", "--baseline", a, "--candidate", beyond, *floor], capsys)
-    assert code == 1 and "beyond the noise floor" in out
+    assert code == 1 and "beyond the noise floor" in out, out
     data = json.loads(kveval(["compare", a, beyond, *floor, "--json"], capsys)[1])
     task = data["tasks"][0]
-    assert task["floor_spread_known"] and task["spread_test"]["noise"] == [20, 28, 24]
+    assert task["floor_spread_known"] and len(task["spread_test"]["noise"]) == 3
     assert task["spread_test"]["exceeds"] and len(task["between_noise"]) == 3
 
 

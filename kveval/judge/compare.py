@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from kveval.errors import IncomparableError
+from kveval.formats.records import ItemRecord
 from kveval.judge.collapse import TaskCollapse, collapse_of, discordant
 from kveval.judge.floor import SpreadTest, holm, spread_test
 from kveval.judge.pairs import (
@@ -194,7 +195,7 @@ def task_drift(task: str, runs: RunPairs, show: int = 0) -> TaskDrift:
         diverged=most_diverged(cand, show),
         noise_runs=noise_runs,
         between_noise=tuple(drift(pairs) for pairs in between),
-        spread=spread_of(cand, noise, between),
+        spread=spread_of(cand, noise),
         instability=tuple(drift(r.get(task, [])) for r in runs.repeats),
         reasoning=reasoning_drift(cand),
         collapse=collapse_on_shared(cand, noise),
@@ -207,19 +208,24 @@ def _shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> list[list[
     return [[p for p in pairs if p.key in keys] for pairs in (cand, *noise)]
 
 
-def spread_of(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]],
-              between: Sequence[Sequence[Pair]] = ()) -> SpreadTest | None:
-    """With two or more noise runs: the candidate's changed answers against their spread
-    (`between`: the noise runs' pairs with each other, for the test's sampling floor)."""
+def _changed(a: Sequence[ItemRecord], b: Sequence[ItemRecord]) -> int:
+    """Answers that differ between two runs' records of the same items, in the same order."""
+    return sum(x.output is None or y.output is None or x.output != y.output
+               for x, y in zip(a, b, strict=True))
+
+
+def spread_of(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> SpreadTest | None:
+    """With two or more noise runs: the candidate's changed answers against the spread of
+    the baseline's setup (every run against every other, on the items all of them answered)."""
     if len(noise) < 2:
         return None
     shared = _shared(cand, noise)
     if not shared[0]:
         return None
-    keys = {p.key for p in shared[0]}
-    changed = [sum(not p.identical for p in pairs) for pairs in shared]
-    crossed = [sum(not p.identical for p in pairs if p.key in keys) for pairs in between]
-    return spread_test(changed[0], changed[1:], len(shared[0]), crossed)
+    runs = [[p.base for p in shared[0]], *([p.other for p in pairs] for pairs in shared[1:])]
+    mine = [p.other for p in shared[0]]
+    among = [[_changed(a, b) for b in runs] for a in runs]
+    return spread_test([_changed(r, mine) for r in runs], among, len(mine))
 
 
 def collapse_on_shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> TaskCollapse:

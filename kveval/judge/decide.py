@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from kveval.judge.accuracy import PairedComparison
 from kveval.judge.compare import Comparison, NoiseTest, TaskDrift
-from kveval.judge.floor import ALPHA, holm, spread_test
+from kveval.judge.floor import ALPHA, count_test, holm
 from kveval.judge.stats import Interval, PairedTable, mcnemar_greater, paired_difference_ci
 
 LARGEST_N = 10_000_000  # the search for the items a margin needs stops here
@@ -118,8 +118,8 @@ def collapse_p(t: TaskDrift) -> float | None:
     if c is None or not c.candidate.answers:
         return None
     if len(c.noise) >= 2:
-        return spread_test(c.candidate.collapsed, [n.collapsed for n in c.noise],
-                           c.candidate.answers).p_value
+        runs = [c.baseline.collapsed, *(n.collapsed for n in c.noise)]
+        return count_test(c.candidate.collapsed, runs, c.candidate.answers).p_value
     return mcnemar_greater(c.candidate_only, c.reference_only)
 
 

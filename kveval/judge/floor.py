@@ -1,22 +1,24 @@
-"""The noise floor with its own spread: is the candidate's count of changed (or collapsed)
-answers beyond what restarts of the baseline's setup produce?
+"""The noise floor with its own spread: does the candidate depart from the baseline's answers
+(or collapse) more than reruns of the baseline's setup do?
 
-With two or more noise runs, each gives a count x_i of answers (out of n paired items) that
-differ from the baseline's. Given the baseline, a candidate that is just another restart gives
-a count exchangeable with them. On the logit scale, y = log((x + 1/2) / (n - x + 1/2)), the
-candidate's y_c is tested against a one-sided normal prediction interval for one future
-observation (Hahn & Meeker 1991, "Statistical Intervals", section 4.7; also Meeker, Hahn &
-Escobar 2017, 2nd ed., section 4.7):
+Each run r of a setup departs from the setup's usual answers on q_r items, and q_r itself
+varies from restart to restart (batches, cache state). Two runs a and b then differ on about
+c_ab = q_a + q_b items. The baseline and k >= 2 noise runs are m = k + 1 runs of one setup
+whose m (m - 1) / 2 pairwise counts give each run's own q by least squares (the additive
+model of a complete round-robin design: q_a = (S_a - T / (m - 1)) / (m - 2), with S_a the sum
+of a's counts and T the sum of all). The candidate's own q_c is the mean of c_rc - q_r over
+the m runs. On the scale y = log(q + 1), q_c is tested against a one-sided normal prediction
+interval for one more run (Hahn & Meeker 1991, "Statistical Intervals", section 4.7):
 
-    T = (y_c - mean(y)) / (s * sqrt(1 + 1/k)),   p = P(t_{k-1} >= T)
+    T = (y_c - mean(y)) / (s * sqrt(1 + 1/m)),   p = P(t_{m-1} >= T)
 
-with k noise runs and s their standard deviation. s covers both the binomial noise of each
-count and the run-to-run spread of the change rate. With few runs s can come out near zero by
-chance (or exactly zero when every count is 0), so s^2 is floored at the binomial variance of
-the logit, mean(1 / (x + 1/2) + 1 / (n - x + 1/2)): the interval is never narrower than the
-counts' own sampling noise. alpha is one-sided 0.05; across tasks the p-values are
-Holm-adjusted (Holm 1979, Scand. J. Statist. 6, 65-70). bench/gate_simulation.py measures the
-A/A false alarms and the power of this test.
+with s the standard deviation of the m runs' y, which holds both the counting noise and the
+run-to-run spread; s^2 is never taken below 1 / (mean(q) + 1), the variance of a Poisson
+count's log, so that runs that all agree (s = 0) do not fail any change at all. A count each
+run has on its own (answers cut short or empty) is tested the same way, the baseline and the
+noise runs being the m runs. alpha is one-sided 0.05; across tasks the p-values are
+Holm-adjusted (Holm 1979, Scand. J. Statist. 6, 65-70). bench/gate_simulation.py
+(--spread-only) measures the A/A false alarms and the power.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ ALPHA = 0.05  # one-sided
 
 @dataclass(frozen=True)
 class SpreadTest:
-    """A candidate count against the counts of k >= 2 noise runs, on n items."""
+    """A candidate against m >= 3 runs of the baseline's setup (the baseline and its noise
+    runs), on the same items."""
 
     items: int
-    candidate: int  # the candidate's count (e.g. answers changed from the baseline's)
-    noise: tuple[int, ...]  # each noise run's count on the same items
-    limit: float  # the one-sided 95% prediction limit for a count, in answers
+    candidate: int  # the candidate's count against the baseline (changed answers, collapsed)
+    noise: tuple[int, ...]  # each noise run's count against the baseline, or its own count
+    limit: float  # the one-sided 95% prediction limit for the candidate's count
     p_value: float  # one-sided, before any adjustment across tasks
     adjusted_p: float  # Holm-adjusted across tasks (equal to p_value until adjusted)
 
@@ -45,49 +48,54 @@ class SpreadTest:
         return self.adjusted_p < ALPHA
 
 
-def _logit(x: int, n: int) -> float:
-    return math.log((x + 0.5) / (n - x + 0.5))
-
-
-def _binomial_variance(x: int, n: int) -> float:
-    return 1 / (x + 0.5) + 1 / (n - x + 0.5)
-
-
-def _from_logit(y: float, n: int) -> float:
-    """The count whose logit is y (the inverse of `_logit`)."""
-    odds = math.exp(y)
-    return (odds * (n + 0.5) - 0.5) / (1 + odds) if odds < 1e300 else float(n)
-
-
-def _sampling_floor(noise: Sequence[int], between: Sequence[int], n: int) -> float:
-    """The least variance a count's logit can have from sampling alone. Given the baseline, a
-    noise run's count is the baseline's own departures (fixed) plus the run's new ones, about
-    half of what two noise runs change against each other: a Poisson count of mean m moves
-    the logit by about sqrt(m) / (x (1 - x / n)). Without counts between noise runs, the
-    binomial variance of the whole count (larger, so conservative)."""
-    mean = statistics.fmean(noise)
-    if not between:
-        return statistics.fmean(_binomial_variance(x, n) for x in noise)
-    fresh = statistics.fmean(between) / 2
-    return (fresh + 0.5) / ((mean + 0.5) * (1 - mean / (n + 1))) ** 2
-
-
-def spread_test(candidate: int, noise: Sequence[int], n: int,
-                between: Sequence[int] = ()) -> SpreadTest:
-    """Test the candidate count against a prediction interval from the noise runs' counts
-    (`between`: the noise runs' counts against each other, for the sampling floor)."""
-    if len(noise) < 2:
-        raise ValueError("the spread of the noise floor needs at least two noise runs")
+def _predict(candidate: float, runs: Sequence[float]) -> tuple[float, float]:
+    """(one-sided p, prediction limit) of the candidate's own count among the runs' counts."""
     from scipy.stats import t as student
 
-    ys = [_logit(x, n) for x in noise]
-    k = len(ys)
-    floor = _sampling_floor(noise, between, n)
-    scale = math.sqrt(max(statistics.variance(ys), floor) * (1 + 1 / k))
-    statistic = (_logit(candidate, n) - statistics.fmean(ys)) / scale
-    p_value = float(student.sf(statistic, df=k - 1))
-    limit = _from_logit(statistics.fmean(ys) + float(student.ppf(1 - ALPHA, df=k - 1)) * scale, n)
-    return SpreadTest(n, candidate, tuple(noise), min(float(n), limit), p_value, p_value)
+    ys = [math.log(max(q, 0.0) + 1) for q in runs]
+    m, mean = len(ys), statistics.fmean(ys)
+    floor = 1 / (max(statistics.fmean(runs), 0.0) + 1)
+    scale = math.sqrt(max(statistics.variance(ys), floor) * (1 + 1 / m))
+    y_c = math.log(max(candidate, 0.0) + 1)
+    p_value = float(student.sf((y_c - mean) / scale, df=m - 1))
+    limit = math.exp(mean + float(student.ppf(1 - ALPHA, df=m - 1)) * scale) - 1
+    return p_value, limit
+
+
+def run_effects(among: Sequence[Sequence[int]]) -> list[float]:
+    """Each run's own count from the pairwise counts of m >= 3 runs (a symmetric matrix;
+    the diagonal is ignored), by least squares on c_ab = q_a + q_b."""
+    m = len(among)
+    sums = [sum(row[b] for b in range(m) if b != a) for a, row in enumerate(among)]
+    total = sum(sums) / 2
+    return [(s - total / (m - 1)) / (m - 2) for s in sums]
+
+
+def spread_test(to_candidate: Sequence[int], among: Sequence[Sequence[int]],
+                n: int) -> SpreadTest:
+    """The candidate's changed answers against the spread of the baseline's setup.
+
+    `among`: the pairwise counts of changed answers of the m runs of the baseline's setup,
+    the baseline first; `to_candidate`: the candidate's count against each of them, in the
+    same order."""
+    m = len(among)
+    if m < 3 or len(to_candidate) != m:
+        raise ValueError("the spread of the noise floor needs two noise runs or more")
+    own = run_effects(among)
+    candidate = statistics.fmean(c - q for c, q in zip(to_candidate, own, strict=True))
+    p_value, limit = _predict(candidate, own)
+    noise = tuple(among[0][b] for b in range(1, m))
+    return SpreadTest(n, to_candidate[0], noise, min(float(n), own[0] + limit), p_value,
+                      p_value)
+
+
+def count_test(candidate: int, runs: Sequence[int], n: int) -> SpreadTest:
+    """A count each run has on its own (e.g. answers cut short or empty) against the same
+    count in m >= 3 runs of the baseline's setup, the baseline first."""
+    if len(runs) < 3:
+        raise ValueError("the spread of the noise floor needs two noise runs or more")
+    p_value, limit = _predict(candidate, runs)
+    return SpreadTest(n, candidate, tuple(runs[1:]), min(float(n), limit), p_value, p_value)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

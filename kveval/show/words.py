@@ -126,8 +126,8 @@ def spread_sentence(d: TaskDrift, candidate: str) -> str:
 def floor_verdict(s: SpreadTest) -> str:
     word = "beyond the noise floor" if s.exceeds else "within the noise floor"
     adjusted = f", Holm-adjusted {p_text(s.adjusted_p)}" if s.adjusted_p != s.p_value else ""
-    return (f"one-sided 95% prediction limit {s.limit:.1f} from their spread, {p_text(s.p_value)}"
-            f"{adjusted}: {word}")
+    return (f"one-sided 95% prediction limit {s.limit:.1f} from the spread of the baseline's "
+            f"setup, {p_text(s.p_value)}{adjusted}: {word}")
 
 
 def instability_sentence(d: TaskDrift, candidate: str, repeats: list[str]) -> str:
