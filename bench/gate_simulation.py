@@ -263,8 +263,8 @@ def spread(reps: int, seed: int) -> None:
 
     print(f"\nThe drift test when the change rate varies between restarts (medium instability, "
           f"n = {noise_spread.N_ITEMS}, {reps} replicates).\nOne noise run: exact McNemar; two "
-          "or more: one-sided 95% prediction interval from their spread.\nDrift: points of extra "
-          "changed answers detected with 80% power.")
+          "or more: one-sided 95% prediction interval from the spread of the baseline's "
+          "setup.\nDrift: points of extra changed answers detected with 80% power.")
     header = ["log-sd of the change rate", "noise runs", "A/A false alarms", "drift at 80% power"]
     print_table(header, noise_spread.report(reps, seed))
 
