@@ -224,7 +224,10 @@ def spread_of(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> SpreadTe
         return None
     runs = [[p.base for p in shared[0]], *([p.other for p in pairs] for pairs in shared[1:])]
     mine = [p.other for p in shared[0]]
-    among = [[_changed(a, b) for b in runs] for a in runs]
+    pairs = {(i, j): _changed(runs[i], runs[j])
+             for i in range(len(runs)) for j in range(i + 1, len(runs))}
+    among = [[pairs[min(i, j), max(i, j)] if i != j else 0 for j in range(len(runs))]
+             for i in range(len(runs))]
     return spread_test([_changed(r, mine) for r in runs], among, len(mine))
 
 
