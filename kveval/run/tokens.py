@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import random
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,8 @@ from typing import Any
 from kveval.adapters.base import Message, TokenCounter
 from kveval.errors import EndpointError
 from kveval.run.endpoint import server_root
+from kveval.run.http import fetch
+from kveval.safe import redact_url
 
 CHAT_PROBE_TIMEOUT_S = 600.0  # a probe request may prefill a whole long prompt
 _HELLO = "Hello."
@@ -40,18 +41,18 @@ class _Unavailable(Exception):
 
 
 def _post(url: str, body: dict[str, Any], api_key: str | None, timeout: float) -> Any:
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"),
-                                     headers=headers, method="POST")
+    """POST JSON and parse the answer; every failure is _Unavailable naming the URL without
+    its credentials."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        raise _Unavailable(f"{url}: HTTP {exc.code}") from None
+        status, answer = fetch(url, api_key, timeout, body=body)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise _Unavailable(f"{url}: {getattr(exc, 'reason', exc)}") from None
+        raise _Unavailable(f"{redact_url(url)}: {getattr(exc, 'reason', exc)}") from None
+    if status != 200:
+        raise _Unavailable(f"{redact_url(url)}: HTTP {status}")
+    try:
+        return json.loads(answer)
+    except ValueError:
+        raise _Unavailable(f"{redact_url(url)}: the answer is not JSON") from None
 
 
 @dataclass(frozen=True)
