@@ -9,23 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import kveval
 from hostile_server import HOSTILE, HostileServer
 
-from kveval.cli.cli import main
 from kveval.formats.records import read_run
 
 KEY = "sk-very-secret-key-1234"
-
-
-def kveval(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    else:  # pragma: no cover
-        code = 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def prompt_file(tmp_path: Path, count: int = 3) -> Path:
@@ -73,10 +62,10 @@ def test_echoed_key_in_error_items_is_masked_on_file(
 def test_no_credentials_follow_a_redirect_to_another_origin(
         capsys: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KVEVAL_API_KEY", KEY)
-    with HostileServer("record") as other:
-        with HostileServer("redirect", target=other.origin) as server:
-            url = server.base_url.replace("http://", "http://user:pa55word@")
-            code, out, err = run(capsys, url, tmp_path, "--retries", "0")
+    with HostileServer("record") as other, \
+            HostileServer("redirect", target=other.origin) as server:
+        url = server.base_url.replace("http://", "http://user:pa55word@")
+        code, out, err = run(capsys, url, tmp_path, "--retries", "0")
     assert [s["path"] for s in server.seen][:1] == ["/v1/models"]
     followed = [s["path"] for s in other.seen]
     assert "/v1/models" in followed and "/metrics" in followed  # the probes were followed...

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import kveval
 from fake_server import Behaviour, FakeServer
-from test_run_hostile import kveval
 
 from kveval.formats.records import read_run
 
@@ -28,8 +28,8 @@ def run(capsys: Any, server: FakeServer, tmp_path: Path, prompt_file: Path,
 
 @pytest.fixture
 def server() -> Any:
-    behaviour = Behaviour(extra_routes={"/metrics": METRICS % "auto",
-                                        "/props": {"media_marker": "<__media_a1__>", "n_ctx": 4096}})
+    props = {"media_marker": "<__media_a1__>", "n_ctx": 4096}
+    behaviour = Behaviour(extra_routes={"/metrics": METRICS % "auto", "/props": props})
     with FakeServer(behaviour) as fake:
         yield fake
 
