@@ -27,7 +27,7 @@ from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
 from kveval.run.resume import answered_keys, existing_run, kept_items, open_writer
 from kveval.run.runner import Job, execute, plan
-from kveval.run.tasks import Suite, builtin_spec, load_suite, override, resolve_builtin_data
+from kveval.run.tasks import Suite, builtin_spec, override, read_suite, resolve_builtin_data
 from kveval.safe import one_line
 
 EMBEDDED = "embedded"
@@ -47,7 +47,7 @@ class Resolved:
 
 
 def resolve(opts: RunOptions) -> Resolved:
-    suite = load_suite(opts.suite) if opts.suite else Suite([])
+    suite = read_suite(opts.suite) if opts.suite else Suite([])
     specs = list(suite.specs)
     specs += [builtin_spec(name) for name in opts.task_names if name not in {s.name for s in specs}]
     resolved = [resolve_builtin_data(_apply_options(spec, opts)) for spec in specs]

@@ -81,8 +81,14 @@ class Suite:
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
-def load_suite(path_text: str) -> Suite:
-    """A suite file: [[task]] tables, each a task name plus the settings it overrides."""
+def load_suite(path_text: str) -> list[TaskSpec]:
+    """A suite file's task specs."""
+    return read_suite(path_text).specs
+
+
+def read_suite(path_text: str) -> Suite:
+    """A suite file: [[task]] tables, each a task name plus the settings it overrides, and
+    the optional [setup] and [extra_body] tables."""
     path = Path(path_text).expanduser()
     shipped = builtin_dir("tasks") / path.name
     if not path.exists() and path.parent.name == "tasks" and shipped.is_file():
