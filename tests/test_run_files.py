@@ -102,7 +102,7 @@ def test_a_failed_resume_rewrite_leaves_the_file_and_no_temporary_file(
 
     monkeypatch.setattr(writer.os, "fsync", fsync)
     code, _, err = run(capsys, fake_server, tmp_path, out, "--resume")
-    assert code == 2 and "No space left on device" in err and "left as it was" in err
+    assert code == 2 and "No space left on device" in err and "nothing on file changed" in err
     assert out.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prompts.txt", "r.jsonl"]
 

@@ -115,7 +115,7 @@ def _rewrite(path: Path, header: RunHeader, keep: Iterable[ItemRecord]) -> RunWr
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise RunFileError(f"{path}: cannot write ({exc.strerror or exc}); "
-                           "the file was left as it was") from None
+                           "nothing on file changed") from None
 
 
 def _write_new(tmp: Path, header: RunHeader, keep: Iterable[ItemRecord], mode: int | None) -> int:
