@@ -150,3 +150,17 @@ def test_basic_credentials_in_the_url_never_reach_a_message(
     assert code == 2 and "cannot size prompts" in err
     assert "pa55word" not in out + err and "http://127.0.0.1:" in err
     assert server.posts()[0]["headers"]["authorization"].startswith("Basic ")
+
+
+def test_token_sizing_requests_are_not_redirected_with_credentials(
+        capsys: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KVEVAL_API_KEY", KEY)
+    with HostileServer("record") as other, \
+            HostileServer("redirect", target=other.origin) as server:
+        code, out, err = kveval(capsys, "run", "--endpoint", server.base_url, "--task", "needle",
+                                "--lengths", "1k", "--depths", "50", "--trials", "1",
+                                "-o", str(tmp_path / "n.jsonl"))
+    assert code == 2 and "cannot size prompts" in err and KEY not in out + err
+    assert any(s["path"] == "/tokenize" for s in server.posts())  # tried at the endpoint
+    assert all("authorization" not in s["headers"] for s in other.seen)
+    assert other.posts() == []
