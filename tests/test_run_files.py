@@ -1,20 +1,22 @@
 """The run file on disk: modes, symlinks, a full disk, a file-size limit, an unwritable -o,
-temporary files; every failure one line, the file valid, `--resume` the way on."""
+temporary files, a killed run; every failure one line, the file valid, `--resume` the way on."""
 
 from __future__ import annotations
 
 import errno
 import os
 import resource
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from clirun import kveval
-from fake_server import FakeServer
+from fake_server import Behaviour, FakeServer
 
 from kveval.formats import writer
 from kveval.formats.records import read_run
@@ -145,3 +147,29 @@ def test_a_label_is_a_name_not_a_path(capsys: Any, fake_server: FakeServer, tmp_
     assert code == 2 and "a label is a name" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prompts.txt"]
     assert fake_server.paths == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_run_killed_mid_way_leaves_a_valid_file_that_resume_completes(
+        tmp_path: Path, sig: signal.Signals) -> None:
+    out = tmp_path / "r.jsonl"
+    argv = [sys.executable, "-m", "kveval.cli", "run", "--task", "prompts", "--prompts",
+            str(prompts(tmp_path, 200)), "--concurrency", "2", "-o", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with FakeServer(Behaviour(latency_s=0.05)) as slow:
+        argv[4:4] = ["--endpoint", slow.base_url]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (
+                not out.exists() or len(out.read_text().splitlines()) < 6):
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        proc.communicate(timeout=30)
+        partial = read_run(out)
+        assert 5 <= len(partial.items) < 200 and not partial.truncated_tail
+        slow.behaviour.latency_s = 0.0
+        resumed = subprocess.run(argv + ["--resume"], capture_output=True, text=True, env=env,
+                                 timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(read_run(out).items) == 200
+    assert f"{200 - len(partial.items)} sent this time" in resumed.stdout
