@@ -164,3 +164,25 @@ def test_token_sizing_requests_are_not_redirected_with_credentials(
     assert any(s["path"] == "/tokenize" for s in server.posts())  # tried at the endpoint
     assert all("authorization" not in s["headers"] for s in other.seen)
     assert other.posts() == []
+
+
+def test_hostile_fingerprints_and_setup_are_clean_in_compare_and_gate_markdown(
+        capsys: Any, tmp_path: Path, gsm8k_dir: Path) -> None:
+    paths = []
+    for label in ("a", "b"):
+        props = {"build_info": f"{label}{HOSTILE}", "n_ctx": 4096}
+        with HostileServer("hostile_text", props=props) as server:
+            out = tmp_path / f"{label}.jsonl"
+            code, _, err = kveval(capsys, "run", "--endpoint", server.base_url, "--task",
+                                  "gsm8k", "--data", str(gsm8k_dir), "--limit", "3",
+                                  "--setup", f"kv={label}{HOSTILE}", "-o", str(out))
+            assert code == 0, err
+        paths.append(str(out))
+    code, out, err = kveval(capsys, "compare", *paths)
+    assert code in (0, 1) and "props.build_info" in out and "setup.kv" in out
+    assert_clean(out + err)
+    code, out, err = kveval(capsys, "gate", "--baseline", paths[0], "--candidate", paths[1],
+                            "--markdown")
+    assert code == 0 and "setup\\.kv" in out and "props\\.build\\_info" in out
+    assert_clean(out + err)
+    assert "\\# Heading" in out and "](http://evil.example)" not in out
