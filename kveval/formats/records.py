@@ -2,7 +2,7 @@
 
 Appending is the only write during a run, so a crash loses at most the line being
 written; `read_run` tolerates exactly that (a truncated last line) and nothing else.
-This module owns `SCHEMA_VERSION` and all run-file I/O.
+This module owns `SCHEMA_VERSION`, the records and reading; formats/writer.py writes.
 """
 
 from __future__ import annotations

@@ -50,8 +50,9 @@ def _strings(value: Any) -> str | None:
 
 
 def _stop(value: Any) -> str | None:
-    return None if isinstance(value, str) or _strings(value) is None else \
-        "a string or a list of strings"
+    if isinstance(value, str) or _strings(value) is None:
+        return None
+    return "a string or a list of strings"
 
 
 def _zero(value: Any) -> str | None:
