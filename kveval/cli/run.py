@@ -36,9 +36,10 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
               help="Seconds for a whole request attempt, a slowly trickled answer included.")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
-              help="Retries per request (503s, dropped connections, timeouts).")
+              help="Retries per request: 5xx, 408/409/429 (after Retry-After), refused or dropped "
+                   "connections, timeouts.")
 @click.option("--resume", is_flag=True, help="Continue an existing run file: send only missing "
-              "or failed items.")
+              "or failed items. Refused when it would drop items on file or mix setups.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run file.")
 @click.option("--data", metavar="DIR", help="GSM8K folder with train.jsonl and test.jsonl. "
               "Default: datasets.load_dataset('openai/gsm8k', 'main').")
