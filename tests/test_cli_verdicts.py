@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from kveval.cli.cli import cli, main
-from kveval.formats.records import ItemRecord, RunHeader, create_run
+from kveval.formats.records import ItemRecord, RunHeader
+from kveval.formats.writer import create_run
 from kveval.judge.verdict import DEFAULT_MARGIN
 
 TASKS = [
