@@ -201,7 +201,7 @@ def test_gate_two_lm_eval_logs(capsys: Any) -> None:
     assert data["pairing"]["pairs"] == 20
     code, out, _ = kveval(capsys, "gate", "--baseline", str(V13 / "completions-a"),
                           "--candidate", str(V13 / "completions-b"), "--policy", "paired")
-    assert code == 1 and "20 questions cannot rule out" in out  # too few to rule out 3 points
+    assert code == 2 and "20 items cannot rule out a loss of 3 points" in out  # too few
 
 
 @pytest.mark.parametrize("bad, says", [
@@ -340,7 +340,7 @@ def test_fewshot_suite_key_is_checked(capsys: Any, server: FakeServer, gsm8k_dir
     suite.write_text('[[task]]\nname = "gsm8k"\nfewshot = "lmeval"\n')
     code, _, err = kveval(capsys, "run", "--endpoint", server.base_url, "--suite", str(suite),
                           "--data", str(gsm8k_dir), "-o", str(tmp_path / "x.jsonl"))
-    assert code == 2 and "expected first or lm-eval" in err
+    assert code == 2 and "fewshot" in err and "lm-eval" in err and "lmeval" in err
 
 
 def test_fewshot_options_need_the_gsm8k_task(capsys: Any, server: FakeServer,
