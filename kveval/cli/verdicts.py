@@ -106,8 +106,9 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     \b
     Per task: identical answers, mean shared-prefix ratio, median first difference, whether
     B drifts more than the noise floor, and collapse (truncated and empty answers, length
-    ratio, repetition). A, B and N are kveval run files, or all JSON arrays of answer
-    strings (paired by position).
+    ratio, repetition). A, B and N are kveval run files or lm-eval sample logs (a
+    samples file, its results file or their folder), or all JSON arrays of answer strings
+    (paired by position).
     """
     from kveval.judge.compare import compare_sides
     from kveval.judge.verdict import inspect_setup
