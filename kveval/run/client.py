@@ -33,6 +33,7 @@ class Reply:
     usage: dict[str, Any] | None = None
     latency_s: float = 0.0
     error: str | None = None
+    reasoning: str | None = None  # a reasoning server's thinking, apart from the answer
 
 
 def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
@@ -90,13 +91,24 @@ def parse_reply(data: Any, latency_s: float) -> Reply:
     try:
         choice = data["choices"][0]
         message = choice.get("message")
-        text = (message.get("content") or "") if message is not None else choice["text"]
+        text, reasoning = _message(message) if message is not None else (choice["text"], None)
     except (KeyError, IndexError, TypeError, AttributeError):
+        text = reasoning = 0  # neither a text nor null: malformed
+    if not all(value is None or isinstance(value, str) for value in (text, reasoning)):
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed response: {str(data)[:200]}")
     usage = data.get("usage")
     return Reply(text=text, finish_reason=choice.get("finish_reason"),
-                 usage=usage if isinstance(usage, dict) else None, latency_s=latency_s)
+                 usage=usage if isinstance(usage, dict) else None, latency_s=latency_s,
+                 reasoning=reasoning)
+
+
+def _message(message: Any) -> tuple[Any, Any]:
+    """A chat message's answer and thinking. A null content stays None (a reasoning server
+    whose budget ran out while thinking), never "". vLLM's and SGLang's reasoning parsers
+    send the thinking as `reasoning_content`; newer vLLM and Ollama as `reasoning`."""
+    reasoning = message.get("reasoning_content")
+    return message.get("content"), message.get("reasoning") if reasoning is None else reasoning
 
 
 async def send(client: AsyncOpenAI, body: dict[str, Any]) -> Reply:
