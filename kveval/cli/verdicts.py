@@ -40,7 +40,7 @@ def _load(path: str) -> Side:
 
     if is_answer_array(path):
         return side_from_answers(path, read_answer_array(path))
-    return side_from_run(read_run(path))
+    return side_from_run(read_run(path, judging=True))
 
 
 def _load_run(path: str) -> Side:
@@ -52,7 +52,7 @@ def _load_run(path: str) -> Side:
     if is_answer_array(path):
         raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
                          "kveval run files (compare reads both)")
-    return side_from_run(read_run(path))
+    return side_from_run(read_run(path, judging=True))
 
 
 def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:

@@ -70,7 +70,18 @@ def check_same_format(sides: Iterable[Side]) -> None:
 
 
 def shared_prefix_length(a: str, b: str) -> int:
-    return len(os.path.commonprefix([a, b]))
+    """Characters the two texts share from the start: a binary search on slices compared in
+    C (os.path.commonprefix walks character by character in Python)."""
+    if a == b:
+        return len(a)
+    low, high = 0, min(len(a), len(b))  # a[:low] == b[:low]; the answer is at most high
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def prefix_ratio(a: str, b: str) -> float:
@@ -79,7 +90,7 @@ def prefix_ratio(a: str, b: str) -> float:
     return shared_prefix_length(a, b) / longest if longest else 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pair:
     """The same item answered in the baseline and in another run."""
 
@@ -123,7 +134,8 @@ class Pairing:
 def pair_sides(base: Side, other: Side) -> Pairing:
     """Pair by (task, item_id); a pair whose prompts differ makes the runs incomparable."""
     others = {item.key: item for item in other.items}
-    both = [(item, others[item.key]) for item in base.items if item.key in others]
+    found = ((item, others.get(item.key)) for item in base.items)
+    both = [(a, b) for a, b in found if b is not None]
     mismatched = [a.key for a, b in both if a.prompt_sha256 != b.prompt_sha256]
     if mismatched:
         task, item_id = mismatched[0]
