@@ -34,6 +34,8 @@ class RunHeader:
     fingerprint: dict[str, Any]  # what the server reveals: /v1/models, /metrics, /props, engine
     created: str
     kveval_version: str
+    order: Literal["data", "shuffle"] = "data"  # the order items were sent in (--order)
+    order_seed: int | None = None  # with shuffle: random.Random(order_seed) shuffled them
     schema_version: int = SCHEMA_VERSION
     type: Literal["run"] = "run"
 

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import random
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ class RunOptions:
     prompts_file: str | None
     params: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)  # model_path, kv_cache_type, ctx
+    order: str = "data"  # data or shuffle
 
     @classmethod
     def from_cli(cls, o: dict[str, Any]) -> RunOptions:
@@ -84,6 +86,7 @@ class RunOptions:
             seed=o["seed"], extra_body=_parse_extra_body(o["extra_body"]), timeout=o["timeout"],
             retries=o["retries"], resume=o["resume"], overwrite=o["overwrite"], data=o["data"],
             prompts_file=o["prompts_file"], params=_grid_params(o), engine=engine,
+            order=o.get("order") or "data",
         )
 
 
@@ -201,8 +204,17 @@ def make_header(opts: RunOptions, target: Target, specs: Sequence[TaskSpec],
         sampling={"temperature": 0.0, "seed": opts.seed, "extra_body": opts.extra_body},
         concurrency=opts.concurrency, fingerprint=target.info.fingerprint,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        kveval_version=__version__,
+        kveval_version=__version__, order="shuffle" if opts.order == "shuffle" else "data",
+        order_seed=random.SystemRandom().randrange(2**32) if opts.order == "shuffle" else None,
     )
+
+
+def in_order(jobs: Sequence[Job], header: RunHeader) -> list[Job]:
+    """The jobs in the header's order: as built, or shuffled by random.Random(order_seed)."""
+    ordered = list(jobs)
+    if header.order == "shuffle":
+        random.Random(header.order_seed).shuffle(ordered)
+    return ordered
 
 
 def _identity(header: RunHeader) -> dict[str, Any]:
@@ -311,7 +323,8 @@ def run_session(opts: RunOptions) -> int:
     with open_target(opts) as target:
         built, sizing = build_items(specs, loaded, target)
         header = make_header(opts, target, specs, {**sources, **sizing})
-        jobs = plan(built, target.model, opts.seed, opts.extra_body)
+        jobs = in_order(plan(built, target.model, opts.seed, opts.extra_body),
+                        old.header if old else header)  # a resumed run keeps its order
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
         config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
