@@ -334,14 +334,16 @@ def run_session(opts: RunOptions) -> int:
                           lambda: open_writer(opts, header, old, done), f"run {opts.label}",
                           before=_preflight(target, pending))
     every = kept_items(old, done) + records
-    return summarize(opts, every, records, time.perf_counter() - started)
+    return summarize(opts, every, records, time.perf_counter() - started,
+                     [spec.name for spec in specs])
 
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
-              wall_s: float) -> int:
+              wall_s: float, order: Sequence[str] = ()) -> int:
     from kveval.show.summary import render_run_summary
 
-    click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output)))
+    click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output),
+                                  order=order))
     errors = sum(1 for item in items if not item.ok)
     if errors:
         click.echo(f"{errors} item(s) failed; `kveval run ... --resume -o {opts.output}` "
