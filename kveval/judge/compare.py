@@ -1,9 +1,11 @@
 """What changed between two runs' answers, and whether it is more than the noise floor.
 
 Runs are paired by (task, item_id). Per task: how many answers are identical, the mean
-shared-prefix ratio (common prefix length over the longer output, in characters, as the
-widely copied FP8 KV-cache tutorial script computes it) and the median position of the first
-difference. Given a noise run (the baseline setup restarted), the candidate's drift is tested
+shared-prefix ratio and the median position of the first difference. The ratio of a pair is
+its common prefix length over the longer output, in characters, with two empty outputs
+scored 1 (identical), averaged over pairs. The widely copied FP8 KV-cache tutorial script
+computes another figure: it divides by the length of the first file's answer and scores two
+empty answers 0. Given a noise run (the baseline setup restarted), the candidate's drift is tested
 against the noise run's on the same items: an exact McNemar test on the per-item indicator
 "identical to the baseline", noise vs candidate.
 """
@@ -85,7 +87,8 @@ def shared_prefix_length(a: str, b: str) -> int:
 
 
 def prefix_ratio(a: str, b: str) -> float:
-    """Common prefix length over the longer text; two empty texts are identical (1.0)."""
+    """Common prefix length over the longer text; two empty texts are identical (1.0).
+    Not the tutorial's figure, which divides by the first text's length and gives 0 there."""
     longest = max(len(a), len(b))
     return shared_prefix_length(a, b) / longest if longest else 1.0
 
