@@ -43,6 +43,7 @@ class _Object(msgspec.Struct, gc=False):
 NOT_JUDGED: dict[str, Any] = {"request": _Object, "usage": _Object | None,
                               "latency_s": float | None}
 _SKIPPED = "(request: not read)"  # a JSON key no writer uses
+SHARED = ("task", "finish_reason", "reference", "extracted")  # few distinct values in a run
 
 
 def describe(exc: msgspec.DecodeError) -> str:
@@ -81,9 +82,15 @@ def _decoder(judging: bool) -> Callable[[bytes], ItemRecord]:
     if not judging:
         return msgspec.json.Decoder(ItemRecord).decode
     lean: Callable[[bytes], Any] = msgspec.json.Decoder(_judged_type()).decode
+    seen: dict[str, str] = {}
 
     def decode(line: bytes) -> ItemRecord:
-        record: ItemRecord = msgspec.convert(lean(line), ItemRecord, from_attributes=True)
+        item = lean(line)
+        for name in SHARED:  # one string object per distinct value, not one per record
+            value = getattr(item, name)
+            if value is not None:
+                setattr(item, name, seen.setdefault(value, value))
+        record: ItemRecord = msgspec.convert(item, ItemRecord, from_attributes=True)
         return record
 
     return decode
