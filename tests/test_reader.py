@@ -65,6 +65,9 @@ BAD_FILES: dict[str, tuple[Callable[[], bytes], str]] = {
     "correct no": (lambda: with_item(3, correct="no"), ":5: correct: expected bool, got str"),
     "status maybe": (lambda: with_item(0, status="maybe"), ":2: status: invalid value 'maybe'"),
     "nested request": (lambda: with_item(0, request=[1]), ":2: request: expected object"),
+    "no request": (lambda: lines(header(), [item(0), {k: v for k, v in item(1).items()
+                                                      if k != "request"}]),
+                   ":3: missing field request"),
     "not an object": (lambda: good() + b"[1, 2]\n", ":6: expected object, got array"),
     "bad JSON inside": (lambda: good().replace(b'"output": "#### 1"', b'"output": #### 1'),
                         ":3: line is not JSON"),

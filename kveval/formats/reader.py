@@ -51,7 +51,8 @@ def describe(exc: msgspec.DecodeError) -> str:
     match = _MESSAGE.fullmatch(str(exc))
     assert match is not None  # the pattern matches any text
     what = match["what"].replace("`", "").replace(" | null", "")
-    what = what.replace("Invalid enum value", "invalid value")
+    what = what.replace("Invalid enum value", "invalid value").replace(
+        "Object missing required field", "missing field")
     what = what[:1].lower() + what[1:]
     where = (match["where"] or "").lstrip(".")
     return one_line(f"{where}: {what}" if where else what)
