@@ -19,6 +19,7 @@ import contextlib
 import functools
 import gc
 import re
+import sys
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import MISSING, fields
@@ -43,7 +44,8 @@ class _Object(msgspec.Struct, gc=False):
 NOT_JUDGED: dict[str, Any] = {"request": _Object, "usage": _Object | None,
                               "latency_s": float | None}
 _SKIPPED = "(request: not read)"  # a JSON key no writer uses
-SHARED = ("task", "finish_reason", "reference", "extracted")  # few distinct values in a run
+# Strings that repeat within a run or across the runs judged together (the same items)
+SHARED = ("task", "item_id", "prompt_sha256", "finish_reason", "reference", "extracted")
 
 
 def describe(exc: msgspec.DecodeError) -> str:
@@ -83,14 +85,13 @@ def _decoder(judging: bool) -> Callable[[bytes], ItemRecord]:
     if not judging:
         return msgspec.json.Decoder(ItemRecord).decode
     lean: Callable[[bytes], Any] = msgspec.json.Decoder(_judged_type()).decode
-    seen: dict[str, str] = {}
 
     def decode(line: bytes) -> ItemRecord:
         item = lean(line)
-        for name in SHARED:  # one string object per distinct value, not one per record
+        for name in SHARED:  # one string object per distinct value, in every run read
             value = getattr(item, name)
             if value is not None:
-                setattr(item, name, seen.setdefault(value, value))
+                setattr(item, name, sys.intern(value))
         record: ItemRecord = msgspec.convert(item, ItemRecord, from_attributes=True)
         return record
 
