@@ -81,7 +81,7 @@ def three_runs(folder: Path, hostile: bool = False) -> dict[str, str]:
     """bf16a (baseline), bf16b (restart), fp8 (candidate: 40 more GSM8K questions wrong,
     needles lost at 16k)."""
     model = HOSTILE if hostile else "qwen3-8b"
-    fp8 = header("fp8", HOSTILE if hostile else "fp8", model)
+    fp8 = header(HOSTILE if hostile else "fp8", HOSTILE if hostile else "fp8", model)
     lost = {(16384, d) for d in DEPTHS[2:]} | {(8192, 50)}
     return {
         "bf16a": write(folder / "bf16a.jsonl", header("bf16a", "auto", model),

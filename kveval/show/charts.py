@@ -178,10 +178,9 @@ def heatmap(lengths: Sequence[str], depths: Sequence[str],
         ax = axes[0]
         if change:
             bound = max(10.0, float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 10.0)
-            image = ax.imshow(grid, cmap="RdBu", vmin=-bound, vmax=bound, aspect="auto")
+            image = ax.imshow(grid, cmap=_cmap("RdBu"), vmin=-bound, vmax=bound, aspect="auto")
         else:
-            image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
-        image.cmap.set_bad("#dddddd")
+            image = ax.imshow(grid, cmap=_cmap("RdYlGn"), vmin=0, vmax=100, aspect="auto")
         for (r, c), v in np.ndenumerate(grid):
             if np.isfinite(v):
                 ax.text(c, r, f"{v:+.0f}" if change else f"{v:.0f}", ha="center", va="center",
@@ -194,6 +193,13 @@ def heatmap(lengths: Sequence[str], depths: Sequence[str],
         fig.colorbar(image, ax=ax, shrink=0.8, label="points" if change else "accuracy %")
 
     return _draw(1.0 + 0.3 * len(lengths), 1, paint, width=HEATMAP_WIDTH)
+
+
+def _cmap(name: str) -> Any:
+    """A colour map whose empty (NaN) cells are grey."""
+    import matplotlib
+
+    return matplotlib.colormaps[name].with_extremes(bad="#dddddd")
 
 
 def _ink(rgba: Sequence[float]) -> str:

@@ -194,6 +194,7 @@ def changed_section(data: Mapping[str, Any]) -> list[dict[str, Any]]:
             continue
         items = [{"item_id": c["item_id"], "reference": c["reference"],
                   "first": c["first_difference"], "ratio": f"{c['prefix_ratio']:.3f}",
+                  "size": c["changed_chars"],
                   "baseline": _split(c["baseline"], c["first_difference"] or 0),
                   "candidate": _split(c["candidate"], c["first_difference"] or 0)}
                  for c in task["shown"]]
