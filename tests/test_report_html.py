@@ -15,7 +15,7 @@ from report_fixtures import HOSTILE, extras, header, three_runs, write
 
 from kveval.cli.cli import main
 from kveval.cli.verdicts import task_extras
-from kveval.formats.records import read_run
+from kveval.formats.records import ItemRecord, read_run
 from kveval.judge.compare import side_from_run
 from kveval.judge.verdict import gate as judge
 from kveval.show.html import render
@@ -240,3 +240,19 @@ def test_gate_markdown_appends_to_the_github_step_summary(runs, tmp_path, capsys
     assert written.startswith("# earlier step\n") and stdout in written
     kveval(args[:-1], capsys)  # without --markdown nothing is appended
     assert summary.read_text() == written
+
+
+def test_a_late_first_difference_in_a_long_answer_is_still_on_the_page(tmp_path, capsys):
+    base_text = "word " * 1200 + "the answer is 41. " + "tail " * 400
+    cand_text = "word " * 1200 + "the answer is 42. " + "tail " * 400
+    runs = {}
+    for label, text in (("bf16a", base_text), ("fp8", cand_text)):
+        item = ItemRecord(task="essay", item_id="e1", prompt_sha256="e1", request={},
+                          status="ok", output=text, correct=label == "bf16a")
+        runs[label] = write(tmp_path / f"{label}.jsonl", header(label, label), [item])
+    out = tmp_path / "r.html"
+    kveval(["report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"], "-o", str(out)],
+           capsys)
+    page = out.read_text()
+    assert "the answer is 4<mark>1</mark>" in page and "the answer is 4<mark>2</mark>" in page
+    assert "[5015 characters before ...]" in page

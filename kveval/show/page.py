@@ -21,6 +21,7 @@ from kveval.show import report
 
 MAX_CHANGED = 60  # changed answers kept per task (the longest changes first)
 MAX_ANSWER = 3000  # characters of each answer kept on the page
+LEAD = 1000  # characters kept before a first difference that lies beyond MAX_ANSWER
 # per task, the sections `kveval score` prints below the scores (the cli's task_extras)
 Extras = Callable[[Side, Side | None], Mapping[str, Sequence[report.Block]]]
 
@@ -130,19 +131,24 @@ def _changed_chars(pair: Pair) -> int:
     return max(len(pair.base_text), len(pair.other_text)) - (pair.first_difference or 0)
 
 
-def _side(item: ItemRecord) -> dict[str, Any]:
+def _side(item: ItemRecord, first: int) -> dict[str, Any]:
+    """The answer, at most MAX_ANSWER characters of it, starting early enough that the first
+    difference is on the page."""
     text = item.output or ""
-    return {"text": text[:MAX_ANSWER], "cut": max(0, len(text) - MAX_ANSWER),
+    start = 0 if first + LEAD <= MAX_ANSWER else first - LEAD
+    shown = text[start:start + MAX_ANSWER]
+    return {"text": shown, "skipped": start, "cut": len(text) - start - len(shown),
             "extracted": item.extracted, "correct": item.correct,
             "finish_reason": item.finish_reason}
 
 
 def changed_pair(pair: Pair) -> dict[str, Any]:
+    first = pair.first_difference or 0
     return {
         "item_id": pair.key[1], "first_difference": pair.first_difference,
         "prefix_ratio": pair.prefix_ratio, "changed_chars": _changed_chars(pair),
-        "reference": pair.base.reference, "baseline": _side(pair.base),
-        "candidate": _side(pair.other),
+        "reference": pair.base.reference, "baseline": _side(pair.base, first),
+        "candidate": _side(pair.other, first),
     }
 
 

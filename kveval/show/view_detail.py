@@ -179,10 +179,11 @@ def extras_section(data: Mapping[str, Any]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- 7. changed answers
 
 
-def _split(side: Mapping[str, Any], at: int) -> dict[str, Any]:
-    text = side["text"]
+def _split(side: Mapping[str, Any], first: int) -> dict[str, Any]:
+    text, at = side["text"], first - side.get("skipped", 0)
     return {"same": text[:at], "first": text[at:at + 1], "rest": text[at + 1:],
-            "cut": side["cut"], "extracted": side.get("extracted"),
+            "skipped": side.get("skipped", 0), "cut": side["cut"],
+            "extracted": side.get("extracted"),
             "mark": {True: "right", False: "wrong", None: "unscored"}[side.get("correct")],
             "finish_reason": side.get("finish_reason")}
 
