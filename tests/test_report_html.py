@@ -167,7 +167,8 @@ def test_without_matplotlib_the_page_shows_tables_and_says_how_to_get_charts(run
     assert "<svg" not in page
     assert "pip install &#39;kveval[plot]&#39;" in page
     assert re.search(r"<caption>fp8 minus bf16a: points on paired items</caption>", page)
-    assert "<td>-67</td>" in page  # the change heatmap as a table
+    assert '<td style="background: #d73027">-67</td>' in page  # the change heatmap as a table
+    assert '<td style="background: #1a9850">100</td>' in page  # accuracy: green at 100
 
 
 # ---------------------------------------------------------------- cannot judge, bad input

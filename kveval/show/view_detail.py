@@ -61,10 +61,28 @@ def _heatmaps(grid: Mapping[str, Any], own: Mapping[str, Any] | None,
         maps.append((f"{labels[1]} minus {labels[0]}: points on paired items",
                      _cells(grid["baseline"]["table"], "change_points", 1), True))
     return [{"title": title, "lengths": lengths, "depths": depths, "values": values,
-             "change": change,
+             "change": change, "colours": [[cell_colour(v, change) for v in row] for row in values],
              "svg": charts.heatmap(lengths, depths, values, change, title)
              if charts.available() else None}
             for title, values, change in maps]
+
+
+def _mix(a: tuple[int, int, int], b: tuple[int, int, int], t: float) -> str:
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b, strict=True))
+
+
+def cell_colour(value: float | None, change: bool) -> str:
+    """A heatmap cell's background for the table the page shows without matplotlib: accuracy
+    red (0) to yellow to green (100); change red (a loss) to white to blue (a gain)."""
+    red, yellow, green, white, blue = ((215, 48, 39), (254, 224, 139), (26, 152, 80),
+                                       (247, 247, 247), (33, 102, 172))
+    if value is None:
+        return "#dddddd"
+    if change:
+        t = max(-1.0, min(1.0, value / 50))
+        return _mix(white, blue, t) if t >= 0 else _mix(white, red, -t)
+    t = max(0.0, min(1.0, value / 100))
+    return _mix(red, yellow, 2 * t) if t < 0.5 else _mix(yellow, green, 2 * t - 1)
 
 
 def _per_length(grid: Mapping[str, Any]) -> list[list[str]]:
