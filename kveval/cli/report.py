@@ -44,6 +44,22 @@ def load_inputs(baseline: str, candidate: str, noise: Sequence[str], policy: str
     return Inputs(sides[0], sides[1], noises, policy, margin, metric), error
 
 
+def judge_inputs(inputs: Inputs, max_error_rate: float,
+                 ) -> tuple[GateReport | None, Exception | None]:
+    """The gate's decision on runs that were all read, or why it cannot be taken."""
+    from kveval.errors import KvevalError
+    from kveval.judge.verdict import DEFAULT_MARGIN, gate
+
+    assert inputs.baseline is not None and inputs.candidate is not None
+    try:
+        return gate(inputs.baseline, inputs.candidate, inputs.noise[0] if inputs.noise else None,
+                    policy=inputs.policy,
+                    margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
+                    metric=inputs.metric, max_error_rate=max_error_rate), None
+    except KvevalError as exc:
+        return None, exc
+
+
 def page_html(inputs: Inputs, result: GateReport | None, error: Exception | None) -> str:
     from kveval.cli.verdicts import task_extras
     from kveval.show.html import render
@@ -108,9 +124,8 @@ def report(baseline: str, candidate: str, noise: tuple[str, ...], policy: str,
     Inline CSS and SVG, no script, nothing fetched: it opens from disk and works as a CI
     artifact. Charts need matplotlib (pip install 'kveval[plot]'); without it, tables.
     """
-    from kveval.errors import KvevalError, UsageError
+    from kveval.errors import UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
-    from kveval.judge.verdict import gate as judge
 
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
@@ -119,15 +134,8 @@ def report(baseline: str, candidate: str, noise: tuple[str, ...], policy: str,
     shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
     inputs, error = load_inputs(baseline, candidate, noise, policy, shown_margin, metric)
     result = None
-    if error is None and inputs.baseline is not None and inputs.candidate is not None:
-        try:
-            result = judge(inputs.baseline, inputs.candidate,
-                           inputs.noise[0] if inputs.noise else None, policy=policy,
-                           margin=DEFAULT_MARGIN if shown_margin is None else shown_margin,
-                           metric=metric,
-                           max_error_rate=max_error_rate)
-        except KvevalError as exc:
-            error = exc
+    if error is None:
+        result, error = judge_inputs(inputs, max_error_rate)
     write_page(output, page_html(inputs, result, error))
     click.echo(output)
     if error is not None:
