@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from report_fixtures import three_runs
 
 from kveval.cli.cli import main
+from tests.report_fixtures import three_runs
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
                  if shutil.which(n)), None)

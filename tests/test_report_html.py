@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_fixtures import HOSTILE, extras, header, three_runs, write
 
 from kveval.cli.cli import main
 from kveval.cli.verdicts import task_extras
@@ -20,6 +19,7 @@ from kveval.judge.compare import side_from_run
 from kveval.judge.verdict import gate as judge
 from kveval.show.html import render
 from kveval.show.page import Inputs, page_data
+from tests.report_fixtures import HOSTILE, extras, header, three_runs, write
 
 HAVE_MPL = "matplotlib" in sys.modules or __import__("importlib").util.find_spec("matplotlib")
 
