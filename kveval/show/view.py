@@ -181,32 +181,46 @@ def _drift_cells(d: Mapping[str, Any] | None) -> tuple[float | None, float | Non
     return share, d["mean_prefix_ratio"], f"{d['identical']}/{d['pairs']} ({pct(share)})"
 
 
+def as_list(value: Any) -> list[Any]:
+    """One `--json` entry or a list of them (several noise runs) as a list."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _runs_of(comp: Mapping[str, Any], task: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(label, drift) of the candidate and of each noise run, for one task."""
+    noise = [n.get("label", "noise") for n in as_list(comp.get("noise"))]
+    drifts = as_list(task.get("noise"))
+    return [(comp["candidate"]["label"], task["candidate"]), *zip(noise, drifts, strict=False)]
+
+
 def drift_section(data: Mapping[str, Any]) -> dict[str, Any] | None:
     comp = data.get("compare")
     if not comp or not comp.get("tasks"):
         return None
-    cand, noise = comp["candidate"]["label"], (comp.get("noise") or {}).get("label")
     rows: list[dict[str, Any]] = []
-    same: dict[str | None, list[float | None]] = {cand: [], noise: []}
-    ratio: dict[str | None, list[float | None]] = {cand: [], noise: []}
+    same: dict[str, list[float | None]] = {}
+    ratio: dict[str, list[float | None]] = {}
     for t in comp["tasks"]:
-        for label, d in ((cand, t["candidate"]), (noise, t.get("noise"))):
-            if label is None:
-                continue
+        for label, d in _runs_of(comp, t):
             share, prefix, text = _drift_cells(d)
-            same[label].append(share)
-            ratio[label].append(prefix)
+            same.setdefault(label, []).append(share)
+            ratio.setdefault(label, []).append(prefix)
             rows.append({"task": t["task"], "run": label, "identical": text,
                          "prefix": "-" if prefix is None else f"{prefix:.3f}",
                          "first": (d or {}).get("median_first_difference")})
     names = [t["task"] for t in comp["tasks"]]
-    labels = [x for x in (cand, noise) if x is not None]
-    chart = None
-    if charts.available():
-        panels = [charts.Bars("answers identical to the baseline %",
-                              tuple((lb, tuple(same[lb])) for lb in labels)),
-                  charts.Bars("mean shared-prefix ratio",
-                              tuple((lb, tuple(ratio[lb])) for lb in labels), percent=False)]
-        chart = charts.bar_chart(names, panels, (charts.CANDIDATE, charts.NOISE))
-    return {"rows": rows, "chart": chart,
+    return {"rows": rows, "chart": _drift_chart(names, same, ratio),
             "sentences": [f"{t['task']}: {t['summary']}" for t in comp["tasks"]]}
+
+
+def _drift_chart(names: Sequence[str], same: Mapping[str, Sequence[float | None]],
+                 ratio: Mapping[str, Sequence[float | None]]) -> str | None:
+    if not charts.available() or any(len(v) != len(names) for v in same.values()):
+        return None
+    panels = [charts.Bars("answers identical to the baseline %",
+                          tuple((lb, tuple(v)) for lb, v in same.items())),
+              charts.Bars("mean shared-prefix ratio",
+                          tuple((lb, tuple(v)) for lb, v in ratio.items()), percent=False)]
+    return charts.bar_chart(names, panels, (charts.CANDIDATE, charts.NOISE, *charts.COLOURS[3:]))
