@@ -157,7 +157,8 @@ def test_collapse_divergence_and_length_curves_render_from_their_json_keys(runs)
                    "positions 64 values"):
         assert figure in shown
     if HAVE_MPL:
-        assert page.count("<svg") == render(_data(runs)).count("<svg") + 2  # KL, length curve
+        # truncated/empty shares, KL per position, the length curve
+        assert page.count("<svg") == render(_data(runs)).count("<svg") + 3
 
 
 def test_without_matplotlib_the_page_shows_tables_and_says_how_to_get_charts(runs, monkeypatch):

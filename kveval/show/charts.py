@@ -127,6 +127,7 @@ class Bars:
     xlabel: str
     series: tuple[tuple[str, tuple[float | None, ...]], ...]  # (run label, value per group)
     percent: bool = True  # values are fractions shown as %; else as they are, on 0 to 1
+    full: bool = True  # the axis runs to 100% (or 1); else to a little past the largest bar
 
 
 def bar_chart(groups: Sequence[str], panels: Sequence[Bars], colours: Sequence[str]) -> str:
@@ -154,7 +155,11 @@ def _bars(ax: Any, groups: Sequence[str], panel: Bars, colours: Sequence[str]) -
         ax.bar_label(bars, labels=[_num(v, panel.percent) for v in values], fontsize=7, padding=2)
     ax.set_ylim(len(groups) - 0.5, -0.5)
     ax.set_xlabel(panel.xlabel)
-    ax.set_xlim(0, 112 if panel.percent else 1.12)
+    top = 100.0 if panel.percent else 1.0
+    if not panel.full:
+        top = max([x for _, values in panel.series for x in values if x is not None] + [0.01])
+        top *= 100 if panel.percent else 1
+    ax.set_xlim(0, top * 1.12)
 
 
 def _num(value: float | None, percent: bool) -> str:
@@ -212,8 +217,9 @@ def _ink(rgba: Sequence[float]) -> str:
 
 
 def line_chart(xs: Sequence[float], series: Sequence[tuple[str, Sequence[float | None]]],
-               xlabel: str, ylabel: str, logx: bool = False) -> str:
-    """One line per series over shared x values (None: a gap)."""
+               xlabel: str, ylabel: str, ticks: Sequence[str] | None = None) -> str:
+    """One line per series over shared x values (None: a gap); with `ticks`, x is on a log
+    scale with one labelled tick per value."""
 
     def paint(fig: Any, axes: Any) -> None:
         ax = axes[0]
@@ -221,8 +227,10 @@ def line_chart(xs: Sequence[float], series: Sequence[tuple[str, Sequence[float |
             values = [float("nan") if y is None else y for y in ys]
             ax.plot(list(xs), values, marker="o", ms=3, lw=1.2, label=label,
                     color=COLOURS[i % len(COLOURS)])
-        if logx:
+        if ticks is not None:
             ax.set_xscale("log", base=2)
+            ax.set_xticks(list(xs), list(ticks))
+            ax.minorticks_off()
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)

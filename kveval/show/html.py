@@ -46,14 +46,14 @@ def _svg(markup: str | None) -> Any:
 
 
 def _with_svg(section: Any) -> Any:
-    """Mark the SVG strings of a section (keys `chart`, `charts`, `svg`, `kl_svg`) as markup."""
+    """Mark the SVG strings of a section (keys `chart`, `charts`, `svg`, `*_svg`) as markup."""
     if isinstance(section, list):
         return [_with_svg(s) for s in section]
     if not isinstance(section, dict):
         return section
     out = {}
     for key, value in section.items():
-        if key in ("chart", "svg", "kl_svg"):
+        if key in ("chart", "svg", "kl_svg", "collapse_svg"):
             out[key] = _svg(value)
         elif key == "charts":
             out[key] = [_svg(v) for v in value]

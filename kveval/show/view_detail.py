@@ -152,7 +152,8 @@ def _curve_svg(buckets: Sequence[Mapping[str, Any]]) -> str | None:
     series = [(k, [b.get(k) if isinstance(b.get(k), (int, float)) else None for b in buckets])
               for k in keys]
     logx = all(isinstance(x, (int, float)) and x > 0 for x in xs)
-    return charts.line_chart(xs, series, x_key, "score", logx=logx)
+    ticks = [length_label(x) for x in xs] if logx else None
+    return charts.line_chart(xs, series, x_key, "score", ticks=ticks)
 
 
 # ---------------------------------------------------------------- 6. collapse, divergence
@@ -179,6 +180,28 @@ def _positions(divergence: Mapping[str, Any]) -> list[float] | None:
     return [float(v) for v in values if isinstance(v, (int, float))] or None
 
 
+SHARES = ("truncated", "empty")  # collapse figures drawn as shares of answers
+
+
+def _collapse_svg(collapse: Any) -> str | None:
+    """Truncated and empty shares as bars, one per run, when they are numbers (one run) or
+    dicts of run label -> number."""
+    if not isinstance(collapse, Mapping) or not charts.available():
+        return None
+    found = {k: collapse[k] if isinstance(collapse[k], Mapping) else {"candidate": collapse[k]}
+             for k in SHARES if k in collapse}
+    labels = list(dict.fromkeys(label for v in found.values() for label in v))
+    series = tuple((label, tuple(_share(found[k].get(label)) for k in found)) for label in labels)
+    if not series or all(v is None for _, values in series for v in values):
+        return None
+    return charts.bar_chart(list(found), [charts.Bars("share of answers %", series, full=False)],
+                            charts.COLOURS)
+
+
+def _share(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and 0 <= value <= 1 else None
+
+
 def extras_section(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
     for task in task_names(data):
@@ -190,7 +213,8 @@ def extras_section(data: Mapping[str, Any]) -> list[dict[str, Any]]:
         svg = (charts.line_chart(list(range(len(kl))), [("KL", kl)], "answer token position",
                                  "KL (nats)") if kl and charts.available() else None)
         out.append({"task": task, "collapse": flat_rows(collapse) if collapse else [],
-                    "divergence": flat_rows(divergence) if divergence else [], "kl_svg": svg})
+                    "divergence": flat_rows(divergence) if divergence else [], "kl_svg": svg,
+                    "collapse_svg": _collapse_svg(collapse)})
     return out
 
 
