@@ -258,3 +258,15 @@ def test_a_late_first_difference_in_a_long_answer_is_still_on_the_page(tmp_path,
     page = out.read_text()
     assert "the answer is 4<mark>1</mark>" in page and "the answer is 4<mark>2</mark>" in page
     assert "[5015 characters before ...]" in page
+
+
+def test_demo_writes_the_page_and_ends_with_its_path(runs, tmp_path, capsys):
+    from kveval.cli.demo import PAGE, explain, steps, verdicts
+
+    for step, source in zip(steps("q8_0"), ("bf16a", "bf16b", "fp8"), strict=True):
+        (tmp_path / f"{step.label}.jsonl").write_text(Path(runs[source]).read_text())
+    code = verdicts(tmp_path, steps("q8_0"))
+    assert code == 1 and "REGRESSION" in (tmp_path / PAGE).read_text()
+    assert f"--html {tmp_path / PAGE}" in capsys.readouterr().err
+    told = explain("q8_0", code, tmp_path, 60.0).rstrip("\n")
+    assert told.splitlines()[-1] == str(tmp_path / PAGE)
