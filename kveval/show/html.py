@@ -42,7 +42,7 @@ def _environment() -> Any:
 def _svg(markup: str | None) -> Any:
     from markupsafe import Markup
 
-    return None if markup is None else Markup(markup)  # noqa: S704 - matplotlib's own SVG
+    return None if markup is None else Markup(markup)  # matplotlib wrote it, text escaped
 
 
 def _with_svg(section: Any) -> Any:
