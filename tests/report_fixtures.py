@@ -99,8 +99,12 @@ def three_runs(folder: Path, hostile: bool = False) -> dict[str, str]:
 def extras() -> dict[str, Any]:
     """Per-task figures other parts of kveval add to the `--json` outputs."""
     return {
-        "collapse": {"truncated": {"bf16a": 0.01, "fp8": 0.08}, "empty": {"bf16a": 0.0,
-                     "fp8": 0.02}, "length_ratio": 1.31, "repetition": 0.05},
+        "collapse": {"answers": 100, "truncated": 8, "empty": 2, "length_ratio": 1.31,
+                     "repetition": 0.05, "mean_length": 412.0, "ngram": 4,
+                     "baseline": {"answers": 100, "truncated": 1, "empty": 0, "length_ratio": 1.0,
+                                  "repetition": 0.01, "mean_length": 315.0},
+                     "noise": [{"answers": 100, "truncated": 1, "empty": 0,
+                                "length_ratio": 1.02, "repetition": 0.01, "mean_length": 321.0}]},
         "divergence": {"kl_mean": 0.0123, "kl_p99": 0.41, "top1_agreement": 0.962,
                        "dlogp_mean": 0.031, "flip_margin_median": 0.22,
                        "positions": [0.001 * (i % 17) + 0.0005 * i for i in range(64)]},

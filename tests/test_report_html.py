@@ -146,13 +146,19 @@ def _data(runs: dict[str, str]) -> dict[str, Any]:
 def test_collapse_divergence_and_length_curves_render_from_their_json_keys(runs):
     data = _data(runs)
     assert "Collapse and divergence" not in render(data)
+    quiet = {"answers": 100, "truncated": 0, "empty": 0, "length_ratio": 1.0}
+    data["gate"]["tasks"][0]["collapse"] = {**quiet, "baseline": quiet}
+    assert "Collapse and divergence" not in render(data)  # nothing cut off or empty
     for task in data["gate"]["tasks"]:
         if task["task"] == "needle":
             task.update(extras())
     page = render(data)
     shown = text_of(page)
     assert "Collapse and divergence" in shown and "needle: length curve" in shown
-    for figure in ("kl_p99 0.41", "top1_agreement 0.962", "truncated.fp8 0.08",
+    for figure in ("kl_p99 0.41", "top1_agreement 0.962",
+                   "run answers truncated empty length_ratio repetition mean_length ngram",
+                   "bf16a 100 1 0 1 0.01 315 -", "fp8 100 8 2 1.31 0.05 412 4",
+                   "bf16b 100 1 0 1.02 0.01 321 -",
                    "auc_recovery value 0.9, low 0.84, high 0.95", "effective_length 4096",
                    "positions 64 values"):
         assert figure in shown

@@ -53,7 +53,7 @@ def _with_svg(section: Any) -> Any:
         return section
     out = {}
     for key, value in section.items():
-        if key in ("chart", "svg", "kl_svg", "collapse_svg"):
+        if key in ("chart", "svg", "kl_svg"):
             out[key] = _svg(value)
         elif key == "charts":
             out[key] = [_svg(v) for v in value]
@@ -62,21 +62,24 @@ def _with_svg(section: Any) -> Any:
     return out
 
 
-def labels(data: Mapping[str, Any]) -> tuple[str, str]:
-    runs = {r["role"]: r["label"] for r in data.get("runs") or []}
-    return runs.get("baseline", "baseline"), runs.get("candidate", "candidate")
+def run_labels(data: Mapping[str, Any]) -> list[str]:
+    """Baseline, candidate, then each noise run."""
+    runs = data.get("runs") or []
+    role = {r["role"]: r["label"] for r in runs}
+    return [role.get("baseline", "baseline"), role.get("candidate", "candidate"),
+            *(r["label"] for r in runs if r["role"] == "noise")]
 
 
 def context(data: Mapping[str, Any]) -> dict[str, Any]:
     """Everything the template shows, section by section."""
-    base, cand = labels(data)
+    base, cand = run_labels(data)[:2]
     sections = {
         "verdict": verdict_section(data),
         "setup": setup_section(data),
         "accuracy": accuracy_section(data),
         "drift": drift_section(data),
         "long_context": long_context_section(data, (base, cand)),
-        "extras": extras_section(data),
+        "extras": extras_section(data, run_labels(data)),
         "changed": changed_section(data),
     }
     return {**_with_svg(sections), "baseline": base, "candidate": cand,

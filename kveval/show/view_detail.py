@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kveval.show import charts
-from kveval.show.view import task_names, task_value
+from kveval.show.view import as_list, task_names, task_value
 
 X_KEYS = ("length", "target_tokens", "tokens", "bucket")
 SERIES_KEYS = ("baseline", "candidate", "noise", "score", "mean", "accuracy", "auc")
@@ -180,41 +180,67 @@ def _positions(divergence: Mapping[str, Any]) -> list[float] | None:
     return [float(v) for v in values if isinstance(v, (int, float))] or None
 
 
-SHARES = ("truncated", "empty")  # collapse figures drawn as shares of answers
+SHARES = ("truncated", "empty")  # collapse counts drawn as shares of each run's answers
 
 
-def _collapse_svg(collapse: Any) -> str | None:
-    """Truncated and empty shares as bars, one per run, when they are numbers (one run) or
-    dicts of run label -> number."""
-    if not isinstance(collapse, Mapping) or not charts.available():
+def collapse_sides(collapse: Mapping[str, Any], labels: Sequence[str],
+                   ) -> list[tuple[str, Mapping[str, Any]]]:
+    """(run label, figures) per run: the candidate's at the top level, the baseline's and
+    each noise run's inside. `labels`: baseline, candidate, noise runs."""
+    sides: list[tuple[str, Mapping[str, Any]]] = []
+    if isinstance(collapse.get("baseline"), Mapping):
+        sides.append((labels[0], collapse["baseline"]))
+    sides.append((labels[1], collapse))
+    noise = [n for n in as_list(collapse.get("noise")) if isinstance(n, Mapping)]
+    names = list(labels[2:]) + [f"noise {i + 1}" for i in range(len(noise))]
+    return sides + list(zip(names, noise, strict=False))
+
+
+def _share(side: Mapping[str, Any], key: str) -> float | None:
+    count, answers = side.get(key), side.get("answers")
+    if isinstance(count, (int, float)) and isinstance(answers, int) and answers > 0:
+        return count / answers
+    return None
+
+
+def collapsed(sides: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
+    """Any run with a truncated or an empty answer: only then is collapse worth a look."""
+    return any((side.get(k) or 0) > 0 for _, side in sides for k in SHARES
+               if isinstance(side.get(k), (int, float)))
+
+
+def collapse_table(sides: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    head = [k for k in dict.fromkeys(k for _, side in sides for k in side)
+            if all(not isinstance(side.get(k), (Mapping, list)) for _, side in sides)]
+    rows = [[label, *(number(side.get(k)) for k in head)] for label, side in sides]
+    svg = None
+    if charts.available():
+        series = tuple((label, tuple(_share(side, k) for k in SHARES)) for label, side in sides)
+        svg = charts.bar_chart(list(SHARES), [charts.Bars("share of answers %", series,
+                                                          full=False)], charts.COLOURS)
+    return {"head": ["run", *head], "rows": rows, "svg": svg}
+
+
+def _kl_svg(divergence: Any) -> str | None:
+    kl = _positions(divergence) if isinstance(divergence, Mapping) else None
+    if not kl or not charts.available():
         return None
-    found = {k: collapse[k] if isinstance(collapse[k], Mapping) else {"candidate": collapse[k]}
-             for k in SHARES if k in collapse}
-    labels = list(dict.fromkeys(label for v in found.values() for label in v))
-    series = tuple((label, tuple(_share(found[k].get(label)) for k in found)) for label in labels)
-    if not series or all(v is None for _, values in series for v in values):
-        return None
-    return charts.bar_chart(list(found), [charts.Bars("share of answers %", series, full=False)],
-                            charts.COLOURS)
+    return charts.line_chart(list(range(len(kl))), [("KL", kl)], "answer token position",
+                             "KL (nats)")
 
 
-def _share(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and 0 <= value <= 1 else None
-
-
-def extras_section(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+def extras_section(data: Mapping[str, Any], labels: Sequence[str]) -> list[dict[str, Any]]:
+    """Per task: collapse (when some answer was cut off or empty) and divergence."""
     out = []
     for task in task_names(data):
         collapse = task_value(data, task, "collapse")
+        sides = collapse_sides(collapse, labels) if isinstance(collapse, Mapping) else []
         divergence = task_value(data, task, "divergence")
-        if collapse is None and divergence is None:
+        if not collapsed(sides) and divergence is None:
             continue
-        kl = _positions(divergence) if isinstance(divergence, Mapping) else None
-        svg = (charts.line_chart(list(range(len(kl))), [("KL", kl)], "answer token position",
-                                 "KL (nats)") if kl and charts.available() else None)
-        out.append({"task": task, "collapse": flat_rows(collapse) if collapse else [],
-                    "divergence": flat_rows(divergence) if divergence else [], "kl_svg": svg,
-                    "collapse_svg": _collapse_svg(collapse)})
+        out.append({"task": task, "collapse": collapse_table(sides) if collapsed(sides) else None,
+                    "divergence": flat_rows(divergence) if divergence else [],
+                    "kl_svg": _kl_svg(divergence)})
     return out
 
 
