@@ -81,6 +81,15 @@ def loss_sentence(paired: Mapping[str, Any]) -> str:
     return f"{n} questions cannot rule out a loss of {100 * paired['largest_loss']:.1f} points."
 
 
+def _joined(*parts: Any) -> str:
+    """The strings among `parts`, each once (one may already contain another)."""
+    kept: list[str] = []
+    for part in parts:
+        if isinstance(part, str) and part and not any(part in k for k in kept):
+            kept.append(part)
+    return "; ".join(kept)
+
+
 def verdict_section(data: Mapping[str, Any]) -> dict[str, Any]:
     gate = data["gate"]
     word = WORDS.get(gate.get("verdict", ""), "CANNOT JUDGE")
@@ -88,10 +97,11 @@ def verdict_section(data: Mapping[str, Any]) -> dict[str, Any]:
     for t in gate.get("tasks") or []:
         acc = t.get("accuracy")
         loss = f"{acc['task']} {acc['metric']}: {loss_sentence(acc)}" if acc else ""
+        status = t.get("status") or PASSED.get(t.get("passed"), "-")
+        reason = _joined(t.get("reason"), t.get("cannot_judge"), t.get("collapse_reason"))
         rows.append({"task": t["task"], "rule": t.get("rule") or "-",
-                     "verdict": PASSED.get(t.get("passed"), "-"),
-                     "failed": t.get("passed") is False, "reason": t.get("reason") or "",
-                     "loss": loss})
+                     "verdict": "REGRESSION" if status == "regression" else status,
+                     "failed": t.get("passed") is False, "reason": reason, "loss": loss})
     return {"word": word, "css": word.lower().replace(" ", "-"), "exit_code": gate.get("exit_code"),
             "policy": margin_text(gate), "metric": gate.get("metric"),
             "summary": gate.get("summary") or gate.get("reason") or "", "tasks": rows,
