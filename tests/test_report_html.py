@@ -276,3 +276,13 @@ def test_demo_writes_the_page_and_ends_with_its_path(runs, tmp_path, capsys):
     assert f"--html {tmp_path / PAGE}" in capsys.readouterr().err
     told = explain("q8_0", code, tmp_path, 60.0).rstrip("\n")
     assert told.splitlines()[-1] == str(tmp_path / PAGE)
+
+
+def test_gate_cannot_judge_goes_to_the_step_summary_too(runs, tmp_path, capsys, monkeypatch):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, _, _ = kveval(["gate", "--baseline", runs["bf16a"], "--candidate",
+                         str(tmp_path / "no_such.jsonl"), "--markdown"], capsys)
+    assert code == 2
+    assert summary.read_text().startswith("### kveval gate: CANNOT JUDGE\n\n")
+    assert "no\\_such\\.jsonl: no such run file" in summary.read_text()

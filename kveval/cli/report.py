@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,13 +81,35 @@ def write_page(path: str, html: str) -> None:
         raise UsageError(f"{path}: cannot write the page ({exc.strerror or exc})") from None
 
 
-def gate_page(path: str, baseline: str, candidate: str, noise: Sequence[str], policy: str,
-              margin: float | None, metric: str, result: GateReport | None,
-              error: Exception | None) -> None:
-    """`gate --html FILE`: the page for a decision already taken (or refused)."""
-    inputs, read_error = load_inputs(baseline, candidate, noise, policy, margin, metric)
-    write_page(path, page_html(inputs, result, error or read_error))
-    click.echo(f"kveval: wrote the page {path}", err=True)
+@dataclass(frozen=True)
+class GateArgs:
+    """The run files and options of a `kveval gate` call, for the page written beside it."""
+
+    baseline: str
+    candidate: str
+    noise: tuple[str, ...]
+    policy: str
+    margin: float | None  # None: the policy has no margin
+    metric: str
+
+
+def publish(args: GateArgs, html: str | None, summary: str | None, result: GateReport | None,
+            error: Exception | None) -> None:
+    """What gate writes beside its decision: the page (`--html FILE`) and the Markdown
+    `summary` (with `--markdown`) in the GitHub Actions job summary."""
+    if summary is not None:
+        append_step_summary(summary)
+    if html:
+        inputs, read_error = load_inputs(args.baseline, args.candidate, args.noise, args.policy,
+                                         args.margin, args.metric)
+        write_page(html, page_html(inputs, result, error or read_error))
+        click.echo(f"kveval: wrote the page {html}", err=True)
+
+
+def cannot_judge_markdown(reason: str) -> str:
+    from kveval.safe import markdown
+
+    return f"### kveval gate: CANNOT JUDGE\n\n{markdown(reason)}\n"
 
 
 def append_step_summary(markdown: str) -> None:

@@ -175,7 +175,7 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
     different sampling parameters, or an error rate above --max-error-rate.
     With --markdown on GitHub Actions, the block is also appended to $GITHUB_STEP_SUMMARY.
     """
-    from kveval.cli.report import append_step_summary, gate_page
+    from kveval.cli.report import GateArgs, cannot_judge_markdown, publish
     from kveval.errors import KvevalError, UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
     from kveval.judge.verdict import gate as judge
@@ -184,6 +184,9 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
     _check_output(as_json, markdown)
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
+    args = GateArgs(baseline, candidate, (noise,) if noise else (), policy,
+                    (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None,
+                    metric)
     try:
         result = judge(
             _load_run(baseline), _load_run(candidate), _load_run(noise) if noise else None,
@@ -193,15 +196,9 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
-        if html:
-            shown = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
-            gate_page(html, baseline, candidate, [noise] if noise else [], policy, shown, metric,
-                      None, exc)
+        publish(args, html, cannot_judge_markdown(str(exc)) if markdown else None, None, exc)
         raise
     _emit(report.gate_blocks(result), report.gate_json(result), as_json, markdown)
-    if markdown:
-        append_step_summary(report.to_markdown(report.gate_blocks(result)))
-    if html:
-        gate_page(html, baseline, candidate, [noise] if noise else [], policy,
-                  result.margin if policy == "paired" else None, metric, result, None)
+    summary = report.to_markdown(report.gate_blocks(result)) if markdown else None
+    publish(args, html, summary, result, None)
     return result.exit_code
