@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from kveval.formats.records import ItemRecord, RunHeader, create_run
+from kveval.formats.records import ItemRecord, RunHeader
+from kveval.formats.writer import create_run
 
 GOAL_BYTES = 2_000_000
 QUESTIONS = 1319

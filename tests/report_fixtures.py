@@ -7,7 +7,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from kveval.formats.records import ItemRecord, RunHeader, create_run
+from kveval.formats.records import ItemRecord, RunHeader
+from kveval.formats.writer import create_run
 
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>"
 TASKS = [

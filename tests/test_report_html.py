@@ -139,8 +139,8 @@ def test_hostile_strings_show_as_text(tmp_path, capsys):
 def _data(runs: dict[str, str]) -> dict[str, Any]:
     base, cand, noise = (side_from_run(read_run(runs[k])) for k in ("bf16a", "fp8", "bf16b"))
     result = judge(base, cand, noise)
-    return page_data(Inputs(base, cand, (noise,), "overlap", None, "flexible"), result, None,
-                     extras=task_extras)
+    inputs = Inputs(base, cand, (noise,), (), (), "overlap", None, "flexible")
+    return page_data(inputs, result, None, extras=task_extras)
 
 
 def test_collapse_divergence_and_length_curves_render_from_their_json_keys(runs):

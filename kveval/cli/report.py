@@ -8,7 +8,6 @@ reason), so a CI job always has an artifact to upload; the exit code is the gate
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,22 +26,37 @@ def _read(path: str | None) -> Side | None:
     return _load_run(path) if path else None
 
 
-def load_inputs(baseline: str, candidate: str, noise: Sequence[str], policy: str,
-                margin: float | None, metric: str) -> tuple[Inputs, Exception | None]:
+@dataclass(frozen=True)
+class GateArgs:
+    """The run files and options of a gate: what `report` and `gate --html` draw."""
+
+    baseline: str
+    candidate: str
+    noise: tuple[str, ...]
+    repeats: tuple[str, ...]
+    skip: tuple[str, ...]
+    policy: str
+    margin: float | None  # None: the policy has no margin
+    metric: str
+
+
+def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
     """The runs as read; the first file that cannot be read is the error (the page says so)."""
     from kveval.errors import KvevalError
     from kveval.show.page import Inputs
 
     sides: list[Side | None] = []
     error: Exception | None = None
-    for path in (baseline, candidate, *noise):
+    for path in (args.baseline, args.candidate, *args.noise, *args.repeats):
         try:
             sides.append(_read(path))
         except KvevalError as exc:
             sides.append(None)
             error = error or exc
-    noises = tuple(s for s in sides[2:] if s is not None)
-    return Inputs(sides[0], sides[1], noises, policy, margin, metric), error
+    noise, repeats = sides[2:2 + len(args.noise)], sides[2 + len(args.noise):]
+    return Inputs(sides[0], sides[1], tuple(s for s in noise if s is not None),
+                  tuple(s for s in repeats if s is not None), args.skip, args.policy,
+                  args.margin, args.metric), error
 
 
 def judge_inputs(inputs: Inputs, max_error_rate: float,
@@ -53,10 +67,10 @@ def judge_inputs(inputs: Inputs, max_error_rate: float,
 
     assert inputs.baseline is not None and inputs.candidate is not None
     try:
-        return gate(inputs.baseline, inputs.candidate, inputs.noise[0] if inputs.noise else None,
-                    policy=inputs.policy,
+        return gate(inputs.baseline, inputs.candidate, policy=inputs.policy,
                     margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
-                    metric=inputs.metric, max_error_rate=max_error_rate), None
+                    metric=inputs.metric, max_error_rate=max_error_rate, noises=inputs.noise,
+                    repeats=inputs.repeats, skip=inputs.skip), None
     except KvevalError as exc:
         return None, exc
 
@@ -81,18 +95,6 @@ def write_page(path: str, html: str) -> None:
         raise UsageError(f"{path}: cannot write the page ({exc.strerror or exc})") from None
 
 
-@dataclass(frozen=True)
-class GateArgs:
-    """The run files and options of a `kveval gate` call, for the page written beside it."""
-
-    baseline: str
-    candidate: str
-    noise: tuple[str, ...]
-    policy: str
-    margin: float | None  # None: the policy has no margin
-    metric: str
-
-
 def publish(args: GateArgs, html: str | None, summary: str | None, result: GateReport | None,
             error: Exception | None) -> None:
     """What gate writes beside its decision: the page (`--html FILE`) and the Markdown
@@ -100,8 +102,7 @@ def publish(args: GateArgs, html: str | None, summary: str | None, result: GateR
     if summary is not None:
         append_step_summary(summary)
     if html:
-        inputs, read_error = load_inputs(args.baseline, args.candidate, args.noise, args.policy,
-                                         args.margin, args.metric)
+        inputs, read_error = load_inputs(args)
         write_page(html, page_html(inputs, result, error or read_error))
         click.echo(f"kveval: wrote the page {html}", err=True)
 
@@ -128,7 +129,9 @@ def append_step_summary(markdown: str) -> None:
 @click.option("--baseline", required=True, metavar="B", help="The run of the old setup.")
 @click.option("--candidate", required=True, metavar="C", help="The run of the new setup.")
 @click.option("--noise", metavar="N", multiple=True,
-              help="A second run of the old setup: the noise floor.")
+              help="A run of the old setup restarted (repeatable): the noise floor.")
+@click.option("--candidate-repeat", "repeats", multiple=True, metavar="FILE",
+              help="Another run of the candidate's setup (repeatable).")
 @click.option("--policy", type=click.Choice(["overlap", "paired"]), default="overlap",
               show_default=True, help="The gate's policy (see kveval gate --help).")
 @click.option("--margin", type=click.FloatRange(min=0), default=None, metavar="POINTS",
@@ -136,10 +139,13 @@ def append_step_summary(markdown: str) -> None:
 @click.option("--metric", type=click.Choice(["flexible", "strict"]), default="flexible",
               show_default=True, help="Judge `correct` or `correct_strict`.")
 @click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
-              metavar="FRACTION", help="Cannot judge a run with more error items than this.")
+              metavar="FRACTION",
+              help="Cannot judge a run with more error or missing items than this.")
+@click.option("--skip", multiple=True, metavar="TASK", help="Leave a task unjudged (repeatable).")
 @click.option("-o", "--output", required=True, metavar="FILE", help="Where to write the page.")
-def report(baseline: str, candidate: str, noise: tuple[str, ...], policy: str,
-           margin: float | None, metric: str, max_error_rate: float, output: str) -> int:
+def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
+           policy: str, margin: float | None, metric: str, max_error_rate: float,
+           skip: tuple[str, ...], output: str) -> int:
     """One self-contained HTML page: verdict, setup, accuracy, drift, long context and the
     changed answers side by side. Exit code as gate: 0 pass, 1 regression, 2 cannot judge.
 
@@ -152,10 +158,9 @@ def report(baseline: str, candidate: str, noise: tuple[str, ...], policy: str,
 
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
-    if len(noise) > 1:
-        raise UsageError("give one --noise run")
     shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
-    inputs, error = load_inputs(baseline, candidate, noise, policy, shown_margin, metric)
+    inputs, error = load_inputs(GateArgs(baseline, candidate, noise, repeats, skip, policy,
+                                         shown_margin, metric))
     result = None
     if error is None:
         result, error = judge_inputs(inputs, max_error_rate)

@@ -66,33 +66,45 @@ def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown
         click.echo(report.to_text(blocks), nl=False)
 
 
+def _noise_option(help_text: str) -> Callable[[F], F]:
+    return click.option("--noise", "noise", multiple=True, metavar="N", help=help_text)
+
+
+def _repeat_option(func: F) -> F:
+    return click.option(
+        "--candidate-repeat", "repeats", multiple=True, metavar="FILE",
+        help="Another run of the candidate's setup (repeatable): how much the candidate "
+             "disagrees with itself, reported beside the noise floor.")(func)
+
+
 @click.command()
 @click.argument("baseline", metavar="A")
 @click.argument("candidate", metavar="B")
-@click.option("--noise", metavar="N",
-              help="A second run of A's setup (e.g. after a restart): the noise floor.")
+@_noise_option("A run of A's setup restarted, best with --order shuffle (repeatable): the "
+               "noise floor. With two or more, their spread is the floor.")
+@_repeat_option
 @click.option("--show", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
               help="Print the K most diverged pairs side by side.")
 @_output_options
-def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json: bool,
-            markdown: bool) -> int:
+def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
+            show: int, as_json: bool, markdown: bool) -> int:
     """How many answers B changed from A, beside the noise floor N.
 
     \b
-    Per task: identical answers, mean shared-prefix ratio, median first difference, and
-    whether B drifts more than N does (exact McNemar on the same items).
-    A, B and N are kveval run files, or all JSON arrays of answer strings (paired by position).
+    Per task: identical answers, mean shared-prefix ratio, median first difference, whether
+    B drifts more than the noise floor, and collapse (truncated and empty answers, length
+    ratio, repetition). A, B and N are kveval run files, or all JSON arrays of answer
+    strings (paired by position).
     """
-    from kveval.judge.compare import check_same_format, compare_sides
+    from kveval.judge.compare import compare_sides
     from kveval.judge.verdict import inspect_setup
     from kveval.show import report
 
     _check_output(as_json, markdown)
     base, cand = _load(baseline), _load(candidate)
-    noise_side = _load(noise) if noise else None
-    check_same_format([base, cand] + ([noise_side] if noise_side else []))
-    setup = inspect_setup(base, cand, noise_side)
-    result = compare_sides(base, cand, noise_side, show=show)
+    noises, again = [_load(path) for path in noise], [_load(path) for path in repeats]
+    result = compare_sides(base, cand, show=show, noises=noises, repeats=again)
+    setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
     _emit(report.compare_blocks(setup, result), report.compare_json(setup, result), as_json,
           markdown)
     return 0
@@ -145,9 +157,9 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
 @click.command()
 @click.option("--baseline", required=True, metavar="B", help="The run of the old setup.")
 @click.option("--candidate", required=True, metavar="C", help="The run of the new setup.")
-@click.option("--noise", metavar="N",
-              help="A second run of the old setup: drift beyond it fails tasks without "
-                   "ground truth.")
+@_noise_option("A run of the old setup restarted (repeatable): drift beyond the noise floor "
+               "fails tasks without ground truth; collapse is judged against it.")
+@_repeat_option
 @click.option("--policy", type=click.Choice(["overlap", "paired"]), default="overlap",
               show_default=True,
               help="overlap: the candidate's 95% interval overlaps the baseline's. paired: the "
@@ -160,19 +172,24 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
               help="Judge `correct` (GSM8K: the flexible match) or `correct_strict`.")
 @click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               metavar="FRACTION",
-              help="Cannot judge a run whose share of error items exceeds this (0.02 = 2%).")
+              help="Cannot judge a run whose share of error or missing items exceeds this "
+                   "(0.02 = 2%).")
+@click.option("--skip", multiple=True, metavar="TASK",
+              help="Leave a task unjudged (repeatable), e.g. one too small for the margin.")
 @click.option("--html", metavar="FILE",
               help="Also write the HTML page of `kveval report` (on pass, regression or "
                    "cannot judge).")
 @_output_options
-def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: float | None,
-         metric: str, max_error_rate: float, html: str | None, as_json: bool,
-         markdown: bool) -> int:
+def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
+         policy: str, margin: float | None, metric: str, max_error_rate: float,
+         skip: tuple[str, ...], html: str | None, as_json: bool, markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
-    Cannot judge: an unreadable run file, no paired items, a pair whose prompt differs,
-    different sampling parameters, or an error rate above --max-error-rate.
+    Every task of the baseline is judged. Cannot judge: an unreadable run file, a task
+    the candidate or a noise run lacks, no paired items, a pair whose prompt differs,
+    different sampling parameters, errors and missing items above --max-error-rate, or a
+    task too small for --policy paired's margin (unless --skip TASK).
     With --markdown on GitHub Actions, the block is also appended to $GITHUB_STEP_SUMMARY.
     """
     from kveval.cli.report import GateArgs, cannot_judge_markdown, publish
@@ -184,14 +201,15 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
     _check_output(as_json, markdown)
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
-    args = GateArgs(baseline, candidate, (noise,) if noise else (), policy,
+    args = GateArgs(baseline, candidate, noise, repeats, skip, policy,
                     (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None,
                     metric)
     try:
         result = judge(
-            _load_run(baseline), _load_run(candidate), _load_run(noise) if noise else None,
-            policy=policy, margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
-            max_error_rate=max_error_rate,
+            _load_run(baseline), _load_run(candidate), policy=policy,
+            margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
+            max_error_rate=max_error_rate, noises=[_load_run(path) for path in noise],
+            repeats=[_load_run(path) for path in repeats], skip=skip,
         )
     except KvevalError as exc:
         if as_json:

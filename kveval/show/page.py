@@ -34,6 +34,8 @@ class Inputs:
     baseline: Side | None
     candidate: Side | None
     noise: tuple[Side, ...]
+    repeats: tuple[Side, ...]
+    skip: tuple[str, ...]
     policy: str
     margin: float | None
     metric: str
@@ -49,18 +51,17 @@ def page_data(inputs: Inputs, result: GateReport | None, error: str | None,
     data: dict[str, Any] = {"gate": verdict, "runs": runs_data(inputs)}
     if inputs.baseline is None or inputs.candidate is None:
         return data
-    data.update(_judged(inputs.baseline, inputs.candidate, inputs.noise, extras))
+    data.update(_judged(inputs, inputs.baseline, inputs.candidate, extras))
     return data
 
 
-def _judged(base: Side, cand: Side, noise: Sequence[Side],
-            extras: Extras | None) -> dict[str, Any]:
+def _judged(inputs: Inputs, base: Side, cand: Side, extras: Extras | None) -> dict[str, Any]:
     """score, compare, grids and changed answers; a part that cannot be computed is left out
     (the verdict banner already says why)."""
     data: dict[str, Any] = {}
     parts = (("score", lambda: _score(base, cand, extras)),
-             ("noise_scores", lambda: [_score(base, n, None) for n in noise]),
-             ("compare", lambda: _compare(base, cand, noise)),
+             ("noise_scores", lambda: [_score(base, n, None) for n in inputs.noise]),
+             ("compare", lambda: _compare(inputs, base, cand)),
              ("grids", lambda: baseline_grids(base)),
              ("changed", lambda: changed_answers(base, cand)))
     for key, build in parts:
@@ -76,9 +77,11 @@ def _score(base: Side, run: Side, extras: Extras | None) -> dict[str, Any]:
     return report.score_json(result, extras(run, base) if extras else None)
 
 
-def _compare(base: Side, cand: Side, noise: Sequence[Side]) -> dict[str, Any]:
-    first = noise[0] if noise else None
-    return report.compare_json(inspect_setup(base, cand, first), compare_sides(base, cand, first))
+def _compare(inputs: Inputs, base: Side, cand: Side) -> dict[str, Any]:
+    first = inputs.noise[0] if inputs.noise else None
+    comparison = compare_sides(base, cand, noises=inputs.noise, repeats=inputs.repeats,
+                               skip=inputs.skip)
+    return report.compare_json(inspect_setup(base, cand, first), comparison)
 
 
 # ---------------------------------------------------------------- runs and fingerprints
@@ -105,6 +108,7 @@ def run_data(role: str, side: Side) -> dict[str, Any]:
 def runs_data(inputs: Inputs) -> list[dict[str, Any]]:
     named = [("baseline", inputs.baseline), ("candidate", inputs.candidate)]
     named += [("noise", n) for n in inputs.noise]
+    named += [("candidate repeat", r) for r in inputs.repeats]
     return [run_data(role, side) for role, side in named if side is not None]
 
 
