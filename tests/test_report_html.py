@@ -286,3 +286,15 @@ def test_gate_cannot_judge_goes_to_the_step_summary_too(runs, tmp_path, capsys, 
     assert code == 2
     assert summary.read_text().startswith("### kveval gate: CANNOT JUDGE\n\n")
     assert "no\\_such\\.jsonl: no such run file" in summary.read_text()
+
+
+def test_every_noise_run_and_candidate_repeat_has_its_drift_row(runs, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    code, _, _ = kveval(["report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"],
+                         "--noise", runs["bf16b"], "--noise", runs["bf16a"],
+                         "--candidate-repeat", runs["fp8"], "-o", str(out)], capsys)
+    shown = text_of(out.read_text())
+    assert code == 1
+    for row in ("gsm8k fp8 173/200 (86.5%)", "gsm8k bf16b 198/200 (99.0%)",
+                "gsm8k bf16a 200/200 (100.0%)", "gsm8k fp8 (candidate repeat)"):
+        assert row in shown

@@ -199,10 +199,15 @@ def as_list(value: Any) -> list[Any]:
 
 
 def _runs_of(comp: Mapping[str, Any], task: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """(label, drift) of the candidate and of each noise run, for one task."""
-    noise = [n.get("label", "noise") for n in as_list(comp.get("noise"))]
-    drifts = as_list(task.get("noise"))
-    return [(comp["candidate"]["label"], task["candidate"]), *zip(noise, drifts, strict=False)]
+    """(label, drift) of the candidate, each noise run and each repeat of the candidate, for
+    one task (one noise run: `noise`; several: `noises` and `noise_runs`)."""
+    noises = as_list(comp.get("noises")) or as_list(comp.get("noise"))
+    drifts = as_list(task.get("noise_runs")) or as_list(task.get("noise"))
+    repeats = [f"{r.get('label', 'repeat')} (candidate repeat)"
+               for r in as_list(comp.get("candidate_repeats"))]
+    return [(comp["candidate"]["label"], task["candidate"]),
+            *zip([n.get("label", "noise") for n in noises], drifts, strict=False),
+            *zip(repeats, as_list(task.get("instability")), strict=False)]
 
 
 def drift_section(data: Mapping[str, Any]) -> dict[str, Any] | None:
