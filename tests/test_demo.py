@@ -67,4 +67,7 @@ def test_demo_tells_the_whole_story(tmp_path: Path, gsm8k_dir: Path) -> None:
         assert tasks == {"gsm8k", "prompts", "needle"} and len(lines) == 7
     assert kinds == {"f16-a": "f16", "f16-b": "f16", "q8_0": "q8_0"}
     assert (out / "suite.toml").is_file()
+    page = out / "report.html"
+    assert result.stdout.rstrip("\n").splitlines()[-1] == str(page)
+    assert 'class="banner' in page.read_text() and 'id="setup"' in page.read_text()
     assert wall < 300

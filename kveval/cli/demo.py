@@ -16,6 +16,7 @@ import click
 CANDIDATES = ("q8_0", "q4_0")
 BASELINE = "f16"
 CTX = 4096
+PAGE = "report.html"  # the gate's verdict and its evidence as one HTML page
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,9 @@ def verdicts(out: Path, runs: tuple[Step, ...]) -> int:
     invoke(compare, [a, cand, "--noise", b])
     note(f"\n$ kveval score {cand} --baseline {a}")
     invoke(score, [cand, "--baseline", a])
-    note(f"\n$ kveval gate --baseline {a} --candidate {cand} --noise {b}")
-    return invoke(gate, ["--baseline", a, "--candidate", cand, "--noise", b])
+    page = str(out / PAGE)
+    note(f"\n$ kveval gate --baseline {a} --candidate {cand} --noise {b} --html {page}")
+    return invoke(gate, ["--baseline", a, "--candidate", cand, "--noise", b, "--html", page])
 
 
 GATE_WORDS = {
@@ -159,6 +161,10 @@ Do the same on your own server (vLLM, SGLang, llama.cpp, Ollama):
   kveval gate --baseline results/bf16a.jsonl --candidate results/fp8.jsonl --noise results/bf16b.jsonl
   ({out}/suite.toml is the small suite used here; tasks/rollout.toml, with 500 GSM8K
   questions and long-context probes, is sized for a decision.)
+
+The same verdict as one page, with charts and the changed answers side by side
+(kveval report, or gate --html FILE); open it in a browser:
+{out / PAGE}
 """  # noqa: E501
 
 
@@ -178,7 +184,7 @@ def demo(candidate: str, limit: int | None, output_dir: str, data: str | None) -
     \b
     Three runs of a small suite on SmolLM2-135M (CPU): f16 KV cache, f16 again after a
     restart, items shuffled (the noise floor), then the candidate KV cache; then compare,
-    score and gate.
+    score and gate, and the HTML page of the verdict (its path is the last line printed).
     About 6 minutes on 2 CPU cores at the default sizes (q4_0: 8); --limit 2: 2.
     Exit 0 when the demo ran (whatever the gate decided), 2 when the gate could not judge.
     """
@@ -196,5 +202,5 @@ def demo(candidate: str, limit: int | None, output_dir: str, data: str | None) -
         if code != 0:
             note(f"run {step.label} exited {code}: some items failed; the gate will say so")
     gate_code = verdicts(out, runs)
-    click.echo(explain(candidate, gate_code, out, time.monotonic() - started))
+    click.echo(explain(candidate, gate_code, out, time.monotonic() - started).rstrip("\n"))
     return 2 if gate_code not in (0, 1) else 0
