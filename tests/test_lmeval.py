@@ -17,7 +17,7 @@ from fake_server import Behaviour, FakeServer
 
 from kveval.cli.cli import main
 from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
-from kveval.formats.records import read_run
+from kveval.formats.records import read_run, to_json
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lmeval"
 V13 = FIXTURES / "0.4.13"
@@ -73,7 +73,7 @@ def test_the_header_comes_from_the_results_file_without_credentials() -> None:
     run = read_lmeval(V13 / "completions-a")
     raw = (next((V13 / "completions-a").rglob("results_*.json"))).read_text()
     assert "s3cret" in raw  # the log itself holds the password ...
-    text = json.dumps(run.header.__dict__)
+    text = to_json(run.header)
     assert "s3cret" not in text and "kv:" not in text  # ... the header does not
     assert run.header.endpoint.startswith("http://127.0.0.1:")
     assert run.header.model == "fake-model"
@@ -143,7 +143,7 @@ def test_the_0_4_2_array_format_reads_as_the_same_questions() -> None:
         assert item.request["messages"] == [{"role": "user", "content": prompt}]
         assert item.prompt_sha256 == hashlib.sha256(prompt.encode()).hexdigest()
     assert "s3cret" in samples.name and "s3cret" in (V02 / "chat" / "results.json").read_text()
-    assert "s3cret" not in json.dumps(run.header.__dict__)
+    assert "s3cret" not in to_json(run.header)
     assert run.header.endpoint.startswith("http://127.0.0.1:")
     assert run.header.tasks[0]["api"] == "chat"
 
@@ -383,3 +383,18 @@ def test_a_one_turn_chat_log_cannot_be_aligned_and_says_so(
     code, _, err = kveval(capsys, "gate", "--baseline", str(V02 / "chat"), "--candidate",
                           str(out))
     assert code == 2 and "as one user message" in err
+
+
+def test_report_draws_lm_eval_logs_and_names_the_exemplar_fix(
+        capsys: Any, server: FakeServer, gsm8k_dir: Path, tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    code, _, err = kveval(capsys, "report", "--baseline", str(V13 / "completions-a"),
+                          "--candidate", str(V13 / "completions-b"), "-o", str(page))
+    assert code == 0, err
+    assert "completions-b" in page.read_text()
+    first = tmp_path / "first.jsonl"
+    run(capsys, server, gsm8k_dir, first, "--limit", "20")
+    code, _, err = kveval(capsys, "report", "--baseline", str(V13 / "completions-a"),
+                          "--candidate", str(first), "-o", str(page))
+    assert code == 2
+    assert "--fewshot lm-eval --shots 5" in page.read_text()
