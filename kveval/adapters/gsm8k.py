@@ -1,7 +1,10 @@
-"""GSM8K, 8-shot, greedy: prompts as lm-evaluation-harness builds them, two extractions.
+r"""GSM8K, 8-shot, greedy: prompts as lm-evaluation-harness builds them, two extractions.
 
-`correct` is the flexible match (the last number in the answer), robust to chat models
-that drop the `#### N` format; `correct_strict` is the `#### N` match beside it.
+`correct` is the flexible match (the last number in the answer, compared as a number),
+robust to chat models that drop the `#### N` format. `correct_strict` is lm-evaluation-
+harness's strict-match: its regex `#### (\-?[0-9\.\,]+)`, the first match, compared as
+its exact_match does (`,` and `$` removed, one trailing `.` removed). Before either, a
+`<think>` block is removed and the unicode minus sign (U+2212) becomes `-`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from typing import Any
 from kveval.adapters.base import BuildContext, Item, Message, Score, TaskSpec
 from kveval.adapters.text import strip_thinking
 
-_STRICT = re.compile(r"#### \$?(-?[0-9.,]+)")
+_STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")  # lm-eval's strict-match, verbatim
+# lm-eval gsm8k.yaml's regexes_to_ignore for exact_match, in its order
+_IGNORED = tuple(re.compile(p) for p in (",", r"\$", r"(?s).*#### ", r"\.$"))
+MINUS = "\u2212"  # the unicode minus sign, read as "-"
 _NUMBER = re.compile(r"-?\$?[0-9][0-9,]*(?:\.[0-9]+)?|-?\$?\.[0-9]+")
 
 
@@ -47,15 +53,34 @@ def same_number(a: str | None, b: str | None) -> bool:
     return x is not None and y is not None and x == y
 
 
+def answer_text(output: str) -> str:
+    """The answer without its thinking, the unicode minus sign read as "-"."""
+    return strip_thinking(output).replace(MINUS, "-")
+
+
 def extract_strict(output: str) -> str | None:
-    """The number after the first `#### `, as the reference answers give it."""
-    match = _STRICT.search(strip_thinking(output))
-    return match.group(1) if match else None
+    """lm-eval's strict-match: the first `#### N` (so `#### $18` is none)."""
+    match = _STRICT.search(answer_text(output))
+    return match.group(1).strip() if match else None
+
+
+def lm_eval_exact(prediction: str | None, reference: str | None) -> bool:
+    """lm-eval's exact_match for GSM8K: both sides without `,`, `$`, a trailing `.`, any case."""
+    if prediction is None or reference is None:
+        return False
+    return _lm_eval_normal(prediction) == _lm_eval_normal(reference)
+
+
+def _lm_eval_normal(text: str) -> str:
+    for pattern in _IGNORED:
+        text = pattern.sub("", text)
+    return text.lower()
 
 
 def extract_flexible(output: str) -> str | None:
-    """The last number in the answer (thinking removed), as lm-evaluation-harness does."""
-    numbers = _NUMBER.findall(strip_thinking(output))
+    """The last number in the answer (thinking removed); see README for how it differs from
+    lm-eval's flexible-extract."""
+    numbers = _NUMBER.findall(answer_text(output))
     for candidate in reversed(numbers):
         if normalize_number(candidate) is not None:
             return candidate.replace("$", "")
@@ -121,7 +146,7 @@ class Gsm8k:
         return Score(
             extracted=flexible,
             correct=same_number(flexible, item.reference),
-            correct_strict=same_number(strict, item.reference),
+            correct_strict=lm_eval_exact(strict, item.reference),
             meta={"extracted_strict": strict},
         )
 

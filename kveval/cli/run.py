@@ -26,7 +26,14 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
               help="API mode for every task. Default: each task's own.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Answer budget for every task.")
 @click.option("--seed", type=int, default=1234, show_default=True,
-              help="Sent with every request and recorded; also seeds sampled exemplars.")
+              help="The server's sampling seed: sent as `seed` in every request and recorded. "
+                   "It seeds nothing in kveval (exemplars: a suite's shot_seed; --order "
+                   "shuffle: a seed of its own).")
+@click.option("--order", type=click.Choice(["data", "shuffle"]), default="data",
+              show_default=True,
+              help="Send items in the data's order, or shuffled (seed drawn and recorded in "
+                   "the header as order_seed) so other requests share a batch: the noise "
+                   "floor's run. --resume keeps the file's order.")
 @click.option("--extra-body", metavar="JSON", help="JSON object merged into every request, e.g. "
               "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}'. Keys kveval sets "
               "(model, prompt, temperature, max_tokens, stop, seed, ...) are refused.")

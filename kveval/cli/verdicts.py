@@ -40,7 +40,7 @@ def _load(path: str) -> Side:
 
     if is_answer_array(path):
         return side_from_answers(path, read_answer_array(path))
-    return side_from_run(read_run(path))
+    return side_from_run(read_run(path, judging=True))
 
 
 def _load_run(path: str) -> Side:
@@ -52,7 +52,7 @@ def _load_run(path: str) -> Side:
     if is_answer_array(path):
         raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
                          "kveval run files (compare reads both)")
-    return side_from_run(read_run(path))
+    return side_from_run(read_run(path, judging=True))
 
 
 def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
@@ -176,10 +176,13 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
                    "(0.02 = 2%).")
 @click.option("--skip", multiple=True, metavar="TASK",
               help="Leave a task unjudged (repeatable), e.g. one too small for the margin.")
+@click.option("--html", metavar="FILE",
+              help="Also write the HTML page of `kveval report` (on pass, regression or "
+                   "cannot judge).")
 @_output_options
 def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
          policy: str, margin: float | None, metric: str, max_error_rate: float,
-         skip: tuple[str, ...], as_json: bool, markdown: bool) -> int:
+         skip: tuple[str, ...], html: str | None, as_json: bool, markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
@@ -187,7 +190,9 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     the candidate or a noise run lacks, no paired items, a pair whose prompt differs,
     different sampling parameters, errors and missing items above --max-error-rate, or a
     task too small for --policy paired's margin (unless --skip TASK).
+    With --markdown on GitHub Actions, the block is also appended to $GITHUB_STEP_SUMMARY.
     """
+    from kveval.cli.report import GateArgs, cannot_judge_markdown, publish
     from kveval.errors import KvevalError, UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
     from kveval.judge.verdict import gate as judge
@@ -196,6 +201,9 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     _check_output(as_json, markdown)
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
+    args = GateArgs(baseline, candidate, noise, repeats, skip, policy,
+                    (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None,
+                    metric)
     try:
         result = judge(
             _load_run(baseline), _load_run(candidate), policy=policy,
@@ -206,6 +214,9 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
+        publish(args, html, cannot_judge_markdown(str(exc)) if markdown else None, None, exc)
         raise
     _emit(report.gate_blocks(result), report.gate_json(result), as_json, markdown)
+    summary = report.to_markdown(report.gate_blocks(result)) if markdown else None
+    publish(args, html, summary, result, None)
     return result.exit_code

@@ -37,6 +37,7 @@ class RunOptions:
     params: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)  # model_path, kv_cache_type, ctx
     setup: dict[str, str] = field(default_factory=dict)  # --setup KEY=VALUE: what the user states
+    order: str = "data"  # --order: data or shuffle
 
     @classmethod
     def from_cli(cls, o: dict[str, Any]) -> RunOptions:
@@ -51,7 +52,7 @@ class RunOptions:
             seed=o["seed"], extra_body=parse_extra_body(o["extra_body"]), timeout=o["timeout"],
             retries=o["retries"], resume=o["resume"], overwrite=o["overwrite"], data=o["data"],
             prompts_file=o["prompts_file"], params=_grid_params(o), engine=engine,
-            setup=parse_setup(o.get("setup") or ()),
+            setup=parse_setup(o.get("setup") or ()), order=o.get("order") or "data",
         )
 
 

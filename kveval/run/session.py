@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -131,7 +132,17 @@ def make_header(opts: RunOptions, target: Target, resolved: Resolved,
         concurrency=opts.concurrency, fingerprint=target.info.fingerprint,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         kveval_version=__version__, setup=resolved.setup,
+        order="shuffle" if opts.order == "shuffle" else "data",
+        order_seed=random.SystemRandom().randrange(2**32) if opts.order == "shuffle" else None,
     )
+
+
+def in_order(jobs: Sequence[Job], header: RunHeader) -> list[Job]:
+    """The jobs in the header's order: as built, or shuffled by random.Random(order_seed)."""
+    ordered = list(jobs)
+    if header.order == "shuffle":
+        random.Random(header.order_seed).shuffle(ordered)
+    return ordered
 
 
 # ---------------------------------------------------------------- the session
@@ -191,7 +202,8 @@ def run_session(opts: RunOptions) -> int:
     with open_target(opts) as target:
         built, sizing = build_items(resolved.specs, loaded, target)
         header = make_header(opts, target, resolved, {**sources, **sizing})
-        jobs = plan(built, target.model, opts.seed, resolved.extra_body)
+        jobs = in_order(plan(built, target.model, opts.seed, resolved.extra_body),
+                        old.header if old else header)  # a resumed run keeps its order
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
         config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
@@ -201,14 +213,16 @@ def run_session(opts: RunOptions) -> int:
                           lambda: open_writer(opts.output, opts.overwrite, header, old, done),
                           f"run {opts.label}", before=_preflight(target, pending))
     every = kept_items(old, done) + records
-    return summarize(opts, every, records, time.perf_counter() - started)
+    return summarize(opts, every, records, time.perf_counter() - started,
+                     [spec.name for spec in resolved.specs])
 
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
-              wall_s: float) -> int:
+              wall_s: float, order: Sequence[str] = ()) -> int:
     from kveval.show.summary import render_run_summary
 
-    click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output)))
+    click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output),
+                                  order=order))
     errors = sum(1 for item in items if not item.ok)
     if errors:
         click.echo(f"{errors} item(s) failed; `kveval run ... --resume -o {opts.output}` "
