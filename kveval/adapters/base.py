@@ -53,6 +53,7 @@ class Item:
     messages: tuple[Message, ...] | None = None
     reference: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    max_tokens: int | None = None  # this item's own answer budget; None: the spec's
 
     @property
     def prompt_sha256(self) -> str:

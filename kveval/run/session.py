@@ -39,7 +39,8 @@ from kveval.run.runner import Job, execute, plan
 from kveval.run.tasks import builtin_spec, load_suite, override, resolve_builtin_data
 
 EMBEDDED = "embedded"
-LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence"})  # sized in server tokens
+# sized in server tokens
+LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence", "copy", "mrcr"})
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,10 @@ def _grid_params(o: dict[str, Any]) -> dict[str, Any]:
         params["depths"] = _parse_depths(o["depths"])
     if o["trials"]:
         params["trials"] = o["trials"]
+    if o.get("copy_lengths"):
+        from kveval.adapters.haystack import parse_lengths
+
+        params["copy_lengths"] = parse_lengths(o["copy_lengths"])
     return params
 
 
@@ -138,7 +143,8 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
         data = opts.data
     if spec.adapter == "prompts" and opts.prompts_file:
         data = opts.prompts_file
-    grid = opts.params if spec.adapter in LONG_CONTEXT else {}
+    grid = {k: v for k, v in opts.params.items() if k != "copy_lengths" or spec.adapter == "copy"}
+    grid = grid if spec.adapter in LONG_CONTEXT else {}
     return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
                     params=grid)
 
