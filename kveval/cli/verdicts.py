@@ -13,6 +13,8 @@ import click
 
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
+    from kveval.judge.curves import Curve
+    from kveval.judge.verdict import GateReport
     from kveval.show.report import Block
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -24,6 +26,40 @@ def _output_options(func: F) -> F:
     func = click.option("--json", "as_json", is_flag=True,
                         help="Print machine-readable JSON on stdout.")(func)
     return func
+
+
+def _threshold_option(func: F) -> F:
+    return click.option("--effective-threshold", type=click.FloatRange(0, 1, min_open=True),
+                        default=0.9, show_default=True, metavar="FRACTION",
+                        help="Effective length: the longest length up to which a long-context "
+                             "task scores at least this fraction of its shortest length's "
+                             "score.")(func)
+
+
+def _curves(run: Side, baseline: Side | None, fraction: float) -> dict[str, Curve]:
+    """Length curves of the run's long-context tasks, against the baseline when given."""
+    from kveval.judge.curves import task_curves
+
+    return task_curves(run.items, baseline.items if baseline else None,
+                       baseline.label if baseline else "baseline", fraction)
+
+
+def _curve_blocks(curves: dict[str, Curve]) -> dict[str, list[Block]]:
+    from kveval.show import curves as shown
+    from kveval.show import report
+
+    return {task: [report.Rendered(shown.render_text(c), shown.render_markdown(c),
+                                   shown.to_json(c))] for task, c in curves.items()}
+
+
+def _attach_curves(data: dict[str, Any], curves: dict[str, Curve]) -> dict[str, Any]:
+    """Each long-context task of a --json report gains its `length_curve`."""
+    from kveval.show.curves import to_json
+
+    for task in data.get("tasks", []):
+        if task.get("task") in curves:
+            task["length_curve"] = to_json(curves[task["task"]])
+    return data
 
 
 def _check_output(as_json: bool, markdown: bool) -> None:
@@ -73,9 +109,10 @@ def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown
               help="A second run of A's setup (e.g. after a restart): the noise floor.")
 @click.option("--show", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
               help="Print the K most diverged pairs side by side.")
+@_threshold_option
 @_output_options
-def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json: bool,
-            markdown: bool) -> int:
+def compare(baseline: str, candidate: str, noise: str | None, show: int,
+            effective_threshold: float, as_json: bool, markdown: bool) -> int:
     """How many answers B changed from A, beside the noise floor N.
 
     \b
@@ -93,8 +130,16 @@ def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json
     check_same_format([base, cand] + ([noise_side] if noise_side else []))
     setup = inspect_setup(base, cand, noise_side)
     result = compare_sides(base, cand, noise_side, show=show)
-    _emit(report.compare_blocks(setup, result), report.compare_json(setup, result), as_json,
-          markdown)
+    curves = _curves(cand, base, effective_threshold)
+    blocks = report.compare_blocks(setup, result)
+    for task, extra in _curve_blocks(curves).items():
+        blocks += [report.Heading(task), *extra]
+    data = _attach_curves(report.compare_json(setup, result), curves)
+    if noise_side is not None:
+        data["noise_length_curves"] = _attach_curves(
+            {"tasks": [{"task": t} for t in curves]},
+            _curves(noise_side, base, effective_threshold))["tasks"]
+    _emit(blocks, data, as_json, markdown)
     return 0
 
 
@@ -120,8 +165,10 @@ def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
 @click.command()
 @click.argument("run_path", metavar="RUN")
 @click.option("--baseline", metavar="B", help="Compare with a baseline run on the same items.")
+@_threshold_option
 @_output_options
-def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) -> int:
+def score(run_path: str, baseline: str | None, effective_threshold: float, as_json: bool,
+          markdown: bool) -> int:
     """Accuracy per task with Wilson 95% intervals; with --baseline, the paired view.
 
     \b
@@ -137,8 +184,10 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
     base = _load_run(baseline) if baseline else None
     result = score_report(run, base)
     extras = task_extras(run, base)
-    _emit(report.score_blocks(result, extras), report.score_json(result, extras), as_json,
-          markdown)
+    curves = _curves(run, base, effective_threshold)
+    shown = {task: extras.get(task, []) + extra for task, extra in _curve_blocks(curves).items()}
+    _emit(report.score_blocks(result, {**extras, **shown}),
+          _attach_curves(report.score_json(result, extras), curves), as_json, markdown)
     return 0
 
 
@@ -161,9 +210,14 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
 @click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               metavar="FRACTION",
               help="Cannot judge a run whose share of error items exceeds this (0.02 = 2%).")
+@click.option("--min-recovery", type=click.FloatRange(0, 2, min_open=True), metavar="R",
+              help="A long-context task fails when the upper end of its AUC-recovery 95% "
+                   "interval is below R (a fraction: 0.95 = 95% of the baseline's AUC).")
+@_threshold_option
 @_output_options
 def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: float | None,
-         metric: str, max_error_rate: float, as_json: bool, markdown: bool) -> int:
+         metric: str, max_error_rate: float, min_recovery: float | None,
+         effective_threshold: float, as_json: bool, markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
@@ -179,8 +233,9 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
     try:
+        base, cand = _load_run(baseline), _load_run(candidate)
         result = judge(
-            _load_run(baseline), _load_run(candidate), _load_run(noise) if noise else None,
+            base, cand, _load_run(noise) if noise else None,
             policy=policy, margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
             max_error_rate=max_error_rate,
         )
@@ -188,5 +243,29 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
         raise
-    _emit(report.gate_blocks(result), report.gate_json(result), as_json, markdown)
+    curves = _curves(cand, base, effective_threshold)
+    result = _with_recovery(result, curves, min_recovery)
+    blocks = report.gate_blocks(result)
+    blocks[-1:-1] = [b for task, extra in _curve_blocks(curves).items()
+                     for b in (report.Heading(task), *extra)]
+    data = {**_attach_curves(report.gate_json(result), curves), "min_recovery": min_recovery}
+    _emit(blocks, data, as_json, markdown)
     return result.exit_code
+
+
+def _with_recovery(result: GateReport, curves: dict[str, Curve],
+                   minimum: float | None) -> GateReport:
+    """With --min-recovery, each long-context task gains a "recovery" decision."""
+    if minimum is None:
+        return result
+    import dataclasses
+
+    from kveval.judge.curves import recovery_failed, recovery_reason
+    from kveval.judge.verdict import TaskDecision
+
+    decisions = []
+    for task, curve in curves.items():
+        failed = recovery_failed(curve, minimum)
+        decisions.append(TaskDecision(task, "recovery", None if failed is None else not failed,
+                                      recovery_reason(curve, minimum)))
+    return dataclasses.replace(result, decisions=result.decisions + tuple(decisions))

@@ -342,6 +342,7 @@ class TaskDecision:
     task: str
     rule: str | None  # "overlap", "paired" or "drift"; None when the task cannot be judged
     passed: bool | None  # None: not judged
+    detail: str | None = None  # the reason in words, for rules judged elsewhere ("recovery")
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,8 @@ def score_blocks(r: ScoreReport, extras: TaskExtras | None = None) -> list[Block
 
 
 def decision_reason(d: TaskDecision, r: GateReport) -> str:
+    if d.detail is not None:
+        return d.detail
     cand = r.comparison.candidate.label
     comp = next((c for c in r.accuracy if c.task == d.task), None)
     drift = next(t for t in r.comparison.tasks if t.task == d.task)
