@@ -154,7 +154,10 @@ def test_gate_min_recovery_fails_the_degraded_candidate(capsys: Any,
     recovery = [t for t in data["tasks"] if t["rule"] == "recovery"]
     assert {t["task"] for t in recovery} == {"copy", "mrcr"}
     assert all(t["passed"] is False for t in recovery) and data["min_recovery"] == 0.99
-    assert "upper end below the minimum 99%" in recovery[0]["reason"]
+    assert "upper end is below the minimum 99%" in recovery[0]["reason"]
+    code, out, _ = kveval(capsys, *args, "--min-recovery", "0.6")
+    assert code == 1 and "mrcr (AUC recovery)" in last_line(out)
+    assert "copy (AUC recovery)" not in last_line(out)
 
 
 def test_gate_min_recovery_passes_a_restart(capsys: Any, runs: dict[str, Path]) -> None:

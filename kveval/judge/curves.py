@@ -210,6 +210,6 @@ def recovery_reason(curve: Curve, minimum: float) -> str:
     r = curve.versus.recovery if curve.versus else Recovery(None, None, None)
     if r.value is None or r.high is None or r.low is None:
         return "AUC recovery cannot be judged: no paired scored items, or a baseline AUC of 0"
-    where = "below" if r.high < minimum else "reaches"
+    where = "is below" if r.high < minimum else "reaches"
     return (f"AUC recovery {100 * r.value:.1f}% (95%: {100 * r.low:.1f}% to {100 * r.high:.1f}%); "
             f"its upper end {where} the minimum {100 * minimum:g}%")

@@ -329,7 +329,7 @@ def gate_rows(r: GateReport) -> tuple[tuple[str, ...], ...]:
     comps = {c.task: c for c in r.accuracy}
     rows = []
     for d in r.decisions:
-        comp = comps.get(d.task)
+        comp = comps.get(d.task) if d.rule != "recovery" else None
         rows.append((d.task, d.rule or "-", comp.metric if comp else "-",
                      accuracy_text(comp.baseline) if comp else "-",
                      accuracy_text(comp.candidate) if comp else "-", _verdict_word(d)))
@@ -337,7 +337,8 @@ def gate_rows(r: GateReport) -> tuple[tuple[str, ...], ...]:
 
 
 def gate_summary(r: GateReport) -> str:
-    failed = [d.task for d in r.decisions if d.passed is False]
+    failed = [d.task + (" (AUC recovery)" if d.rule == "recovery" else "")
+              for d in r.decisions if d.passed is False]
     rule = f"policy {r.policy}" + (f", margin {r.margin:g} points" if r.policy == "paired" else "")
     if failed:
         return f"gate: REGRESSION in {', '.join(failed)} ({rule}); exit 1"
