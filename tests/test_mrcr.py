@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from difflib import SequenceMatcher
 
 import pytest
 from test_needle import word_counter
 
 from kveval.adapters import ADAPTERS, mrcr
-from kveval.adapters.base import BuildContext, Item, TaskSpec
+from kveval.adapters.base import BuildContext, Item, Message, TaskSpec
 from kveval.errors import UsageError
 
 PARAMS = {"lengths": [1024, 2048], "depths": [10, 90], "trials": 1}
@@ -115,3 +116,20 @@ def test_grade_is_openai_mrcr_grade() -> None:
         expected = 0.0 if not response.startswith("pfx") else \
             SequenceMatcher(None, response.removeprefix("pfx"), PIECE).ratio()
         assert mrcr.grade(response, "pfx", PIECE) == expected
+
+
+def test_a_costly_turn_is_topped_up_word_by_word() -> None:
+    """A template that charges 20 tokens a message makes each new turn jump past the 2%
+    window; the last filler piece then takes words of the next sentences."""
+    def costly(messages: Sequence[Message]) -> int:
+        return word_counter(messages) + 20 * len(messages)
+
+    spec = TaskSpec(name="mrcr", adapter="mrcr", api="chat", max_tokens=160,
+                    params={"lengths": [1024, 1536, 2048], "depths": [10, 50, 90], "trials": 2})
+    items = ADAPTERS["mrcr"].build(spec, BuildContext(count_tokens=costly))
+    assert any(i.meta["filler_words"] for i in items)
+    for item in items:
+        meta = item.meta
+        assert 0.98 * meta["target_tokens"] <= meta["measured_tokens"] <= meta["target_tokens"]
+        assert meta["measured_tokens"] == costly(item.messages or ())
+        assert item.reference in [m["content"] for m in item.messages or ()]

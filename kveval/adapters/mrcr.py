@@ -18,14 +18,26 @@ the asked one: an attention failure), `partial` or `no_prefix`.
 from __future__ import annotations
 
 import functools
+import math
 import random
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
 
-from kveval.adapters.base import BuildContext, Item, Message, Score, TaskSpec
-from kveval.adapters.haystack import Cell, Grid, Layout, Prose, Sized, prose, size_grid
+from kveval.adapters.base import BuildContext, Item, Message, Score, TaskSpec, TokenCounter
+from kveval.adapters.haystack import (
+    SIZING_WINDOW,
+    Cell,
+    Grid,
+    Layout,
+    Prose,
+    Sized,
+    estimate_tokens,
+    prose,
+    size_grid,
+)
 from kveval.adapters.haystack import skipped_lengths as skipped_lengths
 from kveval.adapters.text import strip_thinking
 from kveval.errors import UsageError
@@ -38,6 +50,7 @@ TOPICS = (
 DEFAULT_NEEDLES = 4
 PIECE_SENTENCES = 3
 PREFIX_LENGTH = 10
+TAIL_SENTENCES = 2 * PIECE_SENTENCES  # words for topping up come from at most these sentences
 _PREFIX_ALPHABET = string.ascii_letters + string.digits
 _FINAL = ("Prepend {prefix} to the {order} {form} about {topic}. Do not include any other "
           "text in your answer.")
@@ -109,15 +122,20 @@ def make_plan(rng: random.Random, depth: float, needles: int, texts: Prose) -> P
     return Plan(form, topic, pieces, fractions, prefix)
 
 
-def conversation(plan: Plan, stream: Prose, combos_seed: str, filler: int,
+def conversation(plan: Plan, stream: Prose, combos_seed: str, filler: int, words: int = 0,
                  ) -> tuple[Message, ...]:
-    """Filler turns of PIECE_SENTENCES sentences each, the plan's pieces woven in, then the
-    final ask."""
+    """Filler turns of PIECE_SENTENCES sentences each (the last one with the first `words`
+    words of the sentences after them: a new turn can cost more tokens than the 2% window),
+    the plan's pieces woven in, then the final ask."""
     turns = -(-filler // PIECE_SENTENCES)
     combos = filler_combos(combos_seed, turns, (plan.form, plan.topic))
     fillers = [(form, topic, piece(form, stream.sentences(
         PIECE_SENTENCES * j, min(PIECE_SENTENCES * (j + 1), filler))))
         for j, (form, topic) in enumerate(combos)]
+    if words and fillers:
+        form, topic, text = fillers[-1]
+        tail = " ".join(" ".join(stream.sentences(filler, filler + TAIL_SENTENCES)).split()[:words])
+        fillers[-1] = (form, topic, f"{text} {tail}")
     for at, index in reversed(plan.placed(turns)):
         fillers.insert(at, (plan.form, plan.topic, plan.pieces[index]))
     messages: list[Message] = []
@@ -127,6 +145,34 @@ def conversation(plan: Plan, stream: Prose, combos_seed: str, filler: int,
     final = _FINAL.format(prefix=plan.prefix, order=ordinal(plan.order(turns)), form=plan.form,
                           topic=plan.topic)
     return (*messages, {"role": "user", "content": final})
+
+
+WordsLayout = Callable[[int, int], tuple[Message, ...]]  # filler sentences, words -> messages
+
+
+@dataclass(frozen=True)
+class TopUp:
+    messages: tuple[Message, ...]
+    tokens: int
+    words: int  # words of the next sentence added to the last filler piece
+
+
+def top_up(sized: Sized, layout: WordsLayout, counter: TokenCounter, stream: Prose) -> TopUp:
+    """A prompt that fell short of the sizing window, filled up word by word: the most
+    words of the next sentences that keep it at or below its target."""
+    target, count = sized.cell.length, sized.fit.count
+    if sized.fit.tokens >= math.ceil(target * (1 - SIZING_WINDOW)) or count == 0:
+        return TopUp(sized.messages, sized.fit.tokens, 0)
+    words = len(" ".join(stream.sentences(count, count + TAIL_SENTENCES)).split())
+    low, high, best = 0, words, sized.fit.tokens
+    while low < high:
+        middle = (low + high + 1) // 2
+        tokens = counter(layout(count, middle))
+        if tokens <= target:
+            low, best = middle, tokens
+        else:
+            high = middle - 1
+    return TopUp(layout(count, low), best, low)
 
 
 def _needles(spec: TaskSpec) -> int:
@@ -170,32 +216,42 @@ class Mrcr:
         plans = {cell: make_plan(grid.rng("mrcr", cell), cell.depth, needles,
                                  prose(f"{grid.seed}/mrcr/{cell.label}"))
                  for cell in grid.cells(spec, ctx.max_context)}
-        jobs = [(cell, grid.stream(cell.trial), self._layout(plan, grid, cell))
-                for cell, plan in plans.items()]
+        layouts = {cell: self._words(plan, grid, cell) for cell, plan in plans.items()}
+        jobs = [(cell, grid.stream(cell.trial), self._layout(layouts[cell])) for cell in plans]
         sized = size_grid(jobs, ctx.count_tokens, spec.name)
-        return [self._item(spec, plans[s.cell], s) for s in sized]
+        counter = ctx.count_tokens or estimate_tokens
+        items = []
+        for s in sized:
+            topped = top_up(s, layouts[s.cell], counter, grid.stream(s.cell.trial))
+            items.append(self._item(spec, plans[s.cell], s, topped))
+        return items
 
     @staticmethod
-    def _layout(plan: Plan, grid: Grid, cell: Cell) -> Layout:
+    def _words(plan: Plan, grid: Grid, cell: Cell) -> WordsLayout:
         stream, seed = grid.stream(cell.trial), f"{grid.seed}/mrcr/asks/T{cell.trial}"
-        return lambda n: conversation(plan, stream, seed, n)
+        return lambda n, words: conversation(plan, stream, seed, n, words)
 
     @staticmethod
-    def _item(spec: TaskSpec, plan: Plan, sized: Sized) -> Item:
+    def _layout(words: WordsLayout) -> Layout:
+        return lambda n: words(n, 0)
+
+    @staticmethod
+    def _item(spec: TaskSpec, plan: Plan, sized: Sized, topped: TopUp) -> Item:
         cell = sized.cell
         turns = -(-sized.fit.count // PIECE_SENTENCES)
         placed = plan.placed(turns)
         at = next(k for k, (_, i) in enumerate(placed) if i == 0)
         meta = {
-            "target_tokens": cell.length, "measured_tokens": sized.fit.tokens,
+            "target_tokens": cell.length, "measured_tokens": topped.tokens,
             "depth": cell.depth_value, "trial": cell.trial, "form": plan.form,
             "topic": plan.topic, "order": plan.order(turns), "needles": len(plan.pieces),
             "prefix": plan.prefix, "asks": turns + len(plan.pieces),
             "position": round((placed[at][0] + at) / max(turns + len(plan.pieces) - 1, 1), 4),
             "siblings": list(plan.pieces[1:]), "filler_sentences": sized.fit.count,
+            "filler_words": topped.words,
         }
         return Item(task=spec.name, item_id=f"{spec.name}/{cell.label}",
-                    messages=sized.messages, reference=plan.pieces[0], meta=meta)
+                    messages=topped.messages, reference=plan.pieces[0], meta=meta)
 
     def score(self, item: Item, output: str) -> Score:
         prefix, expected = str(item.meta.get("prefix", "")), item.reference or ""
