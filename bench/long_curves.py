@@ -20,7 +20,7 @@ from kveval.judge.curves import Curve, task_curves
 from kveval.judge.grid import length_label
 
 SUITE = Path(__file__).with_name("long_suite.toml")
-CONFIGS = (("f16a", "f16"), ("f16b", "f16"), ("q8", "q8_0"), ("q4", "q4_0"))
+CONFIGS = (("f16a", "f16"), ("q4", "q4_0"), ("q8", "q8_0"), ("f16b", "f16"))
 
 
 def run_all(out: Path) -> list[Path]:

@@ -245,12 +245,20 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
         raise
     curves = _curves(cand, base, effective_threshold)
     result = _with_recovery(result, curves, min_recovery)
+    _emit(*_gate_output(result, curves, min_recovery), as_json, markdown)
+    return result.exit_code
+
+
+def _gate_output(result: GateReport, curves: dict[str, Curve], min_recovery: float | None,
+                 ) -> tuple[list[Block], dict[str, Any]]:
+    """The gate's blocks with the length curves before its last line, and its JSON."""
+    from kveval.show import report
+
     blocks = report.gate_blocks(result)
     blocks[-1:-1] = [b for task, extra in _curve_blocks(curves).items()
                      for b in (report.Heading(task), *extra)]
-    data = {**_attach_curves(report.gate_json(result), curves), "min_recovery": min_recovery}
-    _emit(blocks, data, as_json, markdown)
-    return result.exit_code
+    return blocks, {**_attach_curves(report.gate_json(result), curves),
+                    "min_recovery": min_recovery}
 
 
 def _with_recovery(result: GateReport, curves: dict[str, Curve],
