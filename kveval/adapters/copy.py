@@ -151,19 +151,18 @@ def clean(output: str, number: int | None) -> str:
 def word_diff(expected: Sequence[str], got: Sequence[str]) -> dict[str, Any]:
     """Word-level SequenceMatcher figures of an answer against the passage."""
     matcher = SequenceMatcher(None, list(expected), list(got), autojunk=False)
-    counts = {"replace": 0, "delete": 0, "insert": 0}
-    missing = extra = 0
+    substituted = missing = extra = 0
     first = None
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
         first = i1 if first is None else first
         common = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-        counts[tag] += common
+        substituted += common
         missing += (i2 - i1) - common
         extra += (j2 - j1) - common
     return {"similarity": round(matcher.ratio(), 6), "first_error_word": first,
-            "substituted_words": counts["replace"], "missing_words": missing,
+            "substituted_words": substituted, "missing_words": missing,
             "extra_words": extra}
 
 
