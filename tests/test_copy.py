@@ -110,3 +110,13 @@ def test_cut_short_and_padded_answers() -> None:
     padded = score(PASSAGE + " Hope this helps.")
     assert padded["extra_words"] == 3 and padded["correct"] is False
     assert score("")["score"] == 0.0
+
+
+def test_rollout_suite_and_builtin_specs_have_both_tasks() -> None:
+    from kveval.run.tasks import builtin_names, builtin_spec, load_suite
+
+    assert {"copy", "mrcr"} <= set(builtin_names())
+    assert builtin_spec("copy").params["copy_lengths"] == [64, 512]
+    suite = {s.name: s for s in load_suite("tasks/rollout.toml")}
+    assert suite["copy"].api == suite["mrcr"].api == "chat"
+    assert max(suite["mrcr"].params["lengths"]) <= 32768
