@@ -137,7 +137,9 @@ def test_compare_reports_curves_beside_the_noise_floor(capsys: Any, runs: dict[s
     data = json.loads(out)
     curve = next(t for t in data["tasks"] if t["task"] == "copy")["length_curve"]
     assert curve["auc_recovery"]["value"] < 1.0
-    noise = next(t for t in data["noise_length_curves"] if t["task"] == "copy")["length_curve"]
+    (floor,) = data["noise_length_curves"]
+    assert floor["noise"] == "noise"
+    noise = next(t for t in floor["tasks"] if t["task"] == "copy")["length_curve"]
     assert noise["auc_recovery"] == {"value": 1.0, "low": 1.0, "high": 1.0}
 
 

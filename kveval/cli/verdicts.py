@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from kveval.cli import curves
+
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
-    from kveval.judge.curves import Curve
-    from kveval.judge.verdict import GateReport
     from kveval.show.report import Block
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -26,40 +26,6 @@ def _output_options(func: F) -> F:
     func = click.option("--json", "as_json", is_flag=True,
                         help="Print machine-readable JSON on stdout.")(func)
     return func
-
-
-def _threshold_option(func: F) -> F:
-    return click.option("--effective-threshold", type=click.FloatRange(0, 1, min_open=True),
-                        default=0.9, show_default=True, metavar="FRACTION",
-                        help="Effective length: the longest length up to which a long-context "
-                             "task scores at least this fraction of its shortest length's "
-                             "score.")(func)
-
-
-def _curves(run: Side, baseline: Side | None, fraction: float) -> dict[str, Curve]:
-    """Length curves of the run's long-context tasks, against the baseline when given."""
-    from kveval.judge.curves import task_curves
-
-    return task_curves(run.items, baseline.items if baseline else None,
-                       baseline.label if baseline else "baseline", fraction)
-
-
-def _curve_blocks(curves: dict[str, Curve]) -> dict[str, list[Block]]:
-    from kveval.show import curves as shown
-    from kveval.show import report
-
-    return {task: [report.Rendered(shown.render_text(c), shown.render_markdown(c),
-                                   shown.to_json(c))] for task, c in curves.items()}
-
-
-def _attach_curves(data: dict[str, Any], curves: dict[str, Curve]) -> dict[str, Any]:
-    """Each long-context task of a --json report gains its `length_curve`."""
-    from kveval.show.curves import to_json
-
-    for task in data.get("tasks", []):
-        if task.get("task") in curves:
-            task["length_curve"] = to_json(curves[task["task"]])
-    return data
 
 
 def _check_output(as_json: bool, markdown: bool) -> None:
@@ -102,44 +68,51 @@ def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown
         click.echo(report.to_text(blocks), nl=False)
 
 
+def _noise_option(help_text: str) -> Callable[[F], F]:
+    return click.option("--noise", "noise", multiple=True, metavar="N", help=help_text)
+
+
+def _repeat_option(func: F) -> F:
+    return click.option(
+        "--candidate-repeat", "repeats", multiple=True, metavar="FILE",
+        help="Another run of the candidate's setup (repeatable): how much the candidate "
+             "disagrees with itself, reported beside the noise floor.")(func)
+
+
 @click.command()
 @click.argument("baseline", metavar="A")
 @click.argument("candidate", metavar="B")
-@click.option("--noise", metavar="N",
-              help="A second run of A's setup (e.g. after a restart): the noise floor.")
+@_noise_option("A run of A's setup restarted, best with --order shuffle (repeatable): the "
+               "noise floor. With two or more, their spread is the floor.")
+@_repeat_option
 @click.option("--show", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
               help="Print the K most diverged pairs side by side.")
-@_threshold_option
+@curves.threshold_option
 @_output_options
-def compare(baseline: str, candidate: str, noise: str | None, show: int,
-            effective_threshold: float, as_json: bool, markdown: bool) -> int:
+def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
+            show: int, effective_threshold: float, as_json: bool, markdown: bool) -> int:
     """How many answers B changed from A, beside the noise floor N.
 
     \b
-    Per task: identical answers, mean shared-prefix ratio, median first difference, and
-    whether B drifts more than N does (exact McNemar on the same items).
-    A, B and N are kveval run files, or all JSON arrays of answer strings (paired by position).
+    Per task: identical answers, mean shared-prefix ratio, median first difference, whether
+    B drifts more than the noise floor, and collapse (truncated and empty answers, length
+    ratio, repetition). A, B and N are kveval run files, or all JSON arrays of answer
+    strings (paired by position).
     """
-    from kveval.judge.compare import check_same_format, compare_sides
+    from kveval.judge.compare import compare_sides
     from kveval.judge.verdict import inspect_setup
     from kveval.show import report
 
     _check_output(as_json, markdown)
     base, cand = _load(baseline), _load(candidate)
-    noise_side = _load(noise) if noise else None
-    check_same_format([base, cand] + ([noise_side] if noise_side else []))
-    setup = inspect_setup(base, cand, noise_side)
-    result = compare_sides(base, cand, noise_side, show=show)
-    curves = _curves(cand, base, effective_threshold)
-    blocks = report.compare_blocks(setup, result)
-    for task, extra in _curve_blocks(curves).items():
-        blocks += [report.Heading(task), *extra]
-    data = _attach_curves(report.compare_json(setup, result), curves)
-    if noise_side is not None:
-        data["noise_length_curves"] = _attach_curves(
-            {"tasks": [{"task": t} for t in curves]},
-            _curves(noise_side, base, effective_threshold))["tasks"]
-    _emit(blocks, data, as_json, markdown)
+    noises, again = [_load(path) for path in noise], [_load(path) for path in repeats]
+    result = compare_sides(base, cand, show=show, noises=noises, repeats=again)
+    setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
+    found = curves.curves(cand, base, effective_threshold)
+    data = curves.attach(report.compare_json(setup, result), found)
+    if noises:
+        data["noise_length_curves"] = curves.noise_json(base, noises, effective_threshold)
+    _emit(report.compare_blocks(setup, result) + curves.headed(found), data, as_json, markdown)
     return 0
 
 
@@ -165,7 +138,7 @@ def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
 @click.command()
 @click.argument("run_path", metavar="RUN")
 @click.option("--baseline", metavar="B", help="Compare with a baseline run on the same items.")
-@_threshold_option
+@curves.threshold_option
 @_output_options
 def score(run_path: str, baseline: str | None, effective_threshold: float, as_json: bool,
           markdown: bool) -> int:
@@ -184,19 +157,19 @@ def score(run_path: str, baseline: str | None, effective_threshold: float, as_js
     base = _load_run(baseline) if baseline else None
     result = score_report(run, base)
     extras = task_extras(run, base)
-    curves = _curves(run, base, effective_threshold)
-    shown = {task: extras.get(task, []) + extra for task, extra in _curve_blocks(curves).items()}
+    found = curves.curves(run, base, effective_threshold)
+    shown = {task: extras.get(task, []) + extra for task, extra in curves.blocks(found).items()}
     _emit(report.score_blocks(result, {**extras, **shown}),
-          _attach_curves(report.score_json(result, extras), curves), as_json, markdown)
+          curves.attach(report.score_json(result, extras), found), as_json, markdown)
     return 0
 
 
 @click.command()
 @click.option("--baseline", required=True, metavar="B", help="The run of the old setup.")
 @click.option("--candidate", required=True, metavar="C", help="The run of the new setup.")
-@click.option("--noise", metavar="N",
-              help="A second run of the old setup: drift beyond it fails tasks without "
-                   "ground truth.")
+@_noise_option("A run of the old setup restarted (repeatable): drift beyond the noise floor "
+               "fails tasks without ground truth; collapse is judged against it.")
+@_repeat_option
 @click.option("--policy", type=click.Choice(["overlap", "paired"]), default="overlap",
               show_default=True,
               help="overlap: the candidate's 95% interval overlaps the baseline's. paired: the "
@@ -209,20 +182,24 @@ def score(run_path: str, baseline: str | None, effective_threshold: float, as_js
               help="Judge `correct` (GSM8K: the flexible match) or `correct_strict`.")
 @click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               metavar="FRACTION",
-              help="Cannot judge a run whose share of error items exceeds this (0.02 = 2%).")
-@click.option("--min-recovery", type=click.FloatRange(0, 2, min_open=True), metavar="R",
-              help="A long-context task fails when the upper end of its AUC-recovery 95% "
-                   "interval is below R (a fraction: 0.95 = 95% of the baseline's AUC).")
-@_threshold_option
+              help="Cannot judge a run whose share of error or missing items exceeds this "
+                   "(0.02 = 2%).")
+@click.option("--skip", multiple=True, metavar="TASK",
+              help="Leave a task unjudged (repeatable), e.g. one too small for the margin.")
+@curves.min_recovery_option
+@curves.threshold_option
 @_output_options
-def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: float | None,
-         metric: str, max_error_rate: float, min_recovery: float | None,
-         effective_threshold: float, as_json: bool, markdown: bool) -> int:
+def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
+         policy: str, margin: float | None, metric: str, max_error_rate: float,
+         skip: tuple[str, ...], min_recovery: float | None, effective_threshold: float,
+         as_json: bool, markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
-    Cannot judge: an unreadable run file, no paired items, a pair whose prompt differs,
-    different sampling parameters, or an error rate above --max-error-rate.
+    Every task of the baseline is judged. Cannot judge: an unreadable run file, a task
+    the candidate or a noise run lacks, no paired items, a pair whose prompt differs,
+    different sampling parameters, errors and missing items above --max-error-rate, or a
+    task too small for --policy paired's margin (unless --skip TASK).
     """
     from kveval.errors import KvevalError, UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
@@ -235,45 +212,16 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
     try:
         base, cand = _load_run(baseline), _load_run(candidate)
         result = judge(
-            base, cand, _load_run(noise) if noise else None,
-            policy=policy, margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
-            max_error_rate=max_error_rate,
+            base, cand, policy=policy,
+            margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
+            max_error_rate=max_error_rate, noises=[_load_run(path) for path in noise],
+            repeats=[_load_run(path) for path in repeats], skip=skip,
         )
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
         raise
-    curves = _curves(cand, base, effective_threshold)
-    result = _with_recovery(result, curves, min_recovery)
-    _emit(*_gate_output(result, curves, min_recovery), as_json, markdown)
+    found = curves.curves(cand, base, effective_threshold)
+    result = curves.with_recovery(result, found, min_recovery, skip)
+    _emit(*curves.gate_output(result, found, min_recovery), as_json, markdown)
     return result.exit_code
-
-
-def _gate_output(result: GateReport, curves: dict[str, Curve], min_recovery: float | None,
-                 ) -> tuple[list[Block], dict[str, Any]]:
-    """The gate's blocks with the length curves before its last line, and its JSON."""
-    from kveval.show import report
-
-    blocks = report.gate_blocks(result)
-    blocks[-1:-1] = [b for task, extra in _curve_blocks(curves).items()
-                     for b in (report.Heading(task), *extra)]
-    return blocks, {**_attach_curves(report.gate_json(result), curves),
-                    "min_recovery": min_recovery}
-
-
-def _with_recovery(result: GateReport, curves: dict[str, Curve],
-                   minimum: float | None) -> GateReport:
-    """With --min-recovery, each long-context task gains a "recovery" decision."""
-    if minimum is None:
-        return result
-    import dataclasses
-
-    from kveval.judge.curves import recovery_failed, recovery_reason
-    from kveval.judge.verdict import TaskDecision
-
-    decisions = []
-    for task, curve in curves.items():
-        failed = recovery_failed(curve, minimum)
-        decisions.append(TaskDecision(task, "recovery", None if failed is None else not failed,
-                                      recovery_reason(curve, minimum)))
-    return dataclasses.replace(result, decisions=result.decisions + tuple(decisions))

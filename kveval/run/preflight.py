@@ -7,14 +7,10 @@ serve is then one clear line and exit 2, instead of a file full of identical err
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from kveval.errors import EndpointError
-from kveval.run.client import send
+from kveval.run.client import Connection, send
 from kveval.run.runner import Before, Job
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 _CLIENT_ERRORS = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
 
@@ -33,8 +29,8 @@ def check_longest(jobs: Sequence[Job]) -> Before:
     """A check that raises EndpointError when the server rejects the longest request."""
     job = longest(jobs)
 
-    async def check(client: AsyncOpenAI) -> None:
-        error = (await send(client, {**job.body, "max_tokens": 1})).error
+    async def check(conn: Connection) -> None:
+        error = (await send(conn, {**job.body, "max_tokens": 1})).error
         if error is None:
             return
         if error.startswith(_CLIENT_ERRORS):
