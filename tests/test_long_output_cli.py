@@ -13,7 +13,7 @@ import pytest
 from fake_server import Behaviour, FakeServer
 from test_run_cli import kveval, last_line
 
-from kveval.formats.records import read_run
+from kveval.formats.records import ItemRecord, read_run
 
 LONG = 6000  # characters of the last message from which the "degraded" server slips
 
@@ -213,3 +213,24 @@ def test_real_engine_copy_and_mrcr_at_1k(capsys: Any, tmp_path: Path,
     assert set(curves) == {"copy", "mrcr"}
     assert all(c["buckets"][0]["length"] == 1024 and c["buckets"][0]["n"] == 1
                for c in curves.values())
+
+
+def test_gate_cannot_judge_recovery_from_a_baseline_at_zero_unless_skipped(
+        capsys: Any, tmp_path: Path) -> None:
+    """A task whose baseline scores 0 everywhere has no recovery to judge: --min-recovery
+    says so and exits 2; --skip leaves the task out and the rest is judged."""
+    from tests.test_cli_verdicts import fingerprint, header, write
+
+    def items(score: float) -> list[ItemRecord]:
+        return [ItemRecord(task="mrcr", item_id=f"mrcr/L{n}/{i}", prompt_sha256=f"{n}{i}",
+                           request={}, status="ok", output="x", correct=False,
+                           meta={"target_tokens": n, "depth": 50, "score": score})
+                for n in (1024, 2048) for i in range(3)]
+
+    base = write(tmp_path / "a.jsonl", header("a"), items(0.0))
+    cand = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")), items(0.0))
+    args = ["gate", "--baseline", base, "--candidate", cand, "--min-recovery", "0.95"]
+    code, out, _ = kveval(capsys, *args)
+    assert code == 2 and "AUC recovery cannot be judged" in out
+    code, out, _ = kveval(capsys, *args, "--skip", "mrcr")
+    assert "AUC recovery cannot be judged" not in out
