@@ -114,10 +114,9 @@ def test_lower_in_7_of_8_buckets() -> None:
 
 
 def test_buckets_use_wilson_for_right_or_wrong_and_t_for_graded_scores() -> None:
-    items = [record(1024, i, correct=i < 8) for i in range(10)] + \
-        [record(1024, 99, status="error")]
-    curve = length_curve("needle", [ItemRecord(**{**r.__dict__, "task": "needle"})
-                                    for r in items])
+    items = [record(1024, i, correct=i < 8, task="needle") for i in range(10)] + \
+        [record(1024, 99, status="error", task="needle")]
+    curve = length_curve("needle", items)
     assert curve is not None
     b = curve.buckets[0]
     ci = binomtest(8, 10).proportion_ci(method="wilson")

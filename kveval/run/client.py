@@ -45,6 +45,7 @@ class Reply:
     usage: dict[str, Any] | None = None
     latency_s: float = 0.0
     error: str | None = None
+    reasoning: str | None = None  # a reasoning server's thinking, apart from the answer
 
 
 @dataclass(frozen=True)
@@ -128,16 +129,25 @@ def parse_reply(data: Any, latency_s: float) -> Reply:
     try:
         choice = data["choices"][0]
         message = choice.get("message")
-        text = (message.get("content") or "") if message is not None else choice["text"]
+        text, reasoning = _message(message) if message is not None else (choice["text"], None)
     except (KeyError, IndexError, TypeError, AttributeError):
-        text = None
-    if not isinstance(text, str):
+        text = reasoning = 0  # neither a text nor null: malformed
+    if not all(value is None or isinstance(value, str) for value in (text, reasoning)):
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed response: {one_line(str(data))[:200]}")
     usage = data.get("usage")
     reason = choice.get("finish_reason")
     return Reply(text=text, finish_reason=reason if isinstance(reason, str) else None,
-                 usage=usage if isinstance(usage, dict) else None, latency_s=latency_s)
+                 usage=usage if isinstance(usage, dict) else None, latency_s=latency_s,
+                 reasoning=reasoning)
+
+
+def _message(message: Any) -> tuple[Any, Any]:
+    """A chat message's answer and thinking. A null content stays None (a reasoning server
+    whose budget ran out while thinking), never "". vLLM's and SGLang's reasoning parsers
+    send the thinking as `reasoning_content`; newer vLLM and Ollama as `reasoning`."""
+    reasoning = message.get("reasoning_content")
+    return message.get("content"), message.get("reasoning") if reasoning is None else reasoning
 
 
 def _masked(reply: Reply, secrets: tuple[str, ...]) -> Reply:
@@ -146,7 +156,8 @@ def _masked(reply: Reply, secrets: tuple[str, ...]) -> Reply:
         return reply
     return dataclasses.replace(
         reply, text=reply.text and mask(reply.text, secrets),
-        error=reply.error and mask(reply.error, secrets))
+        error=reply.error and mask(reply.error, secrets),
+        reasoning=reply.reasoning and mask(reply.reasoning, secrets))
 
 
 async def _attempt(conn: Connection, body: dict[str, Any]) -> Any:
