@@ -1,5 +1,10 @@
 r"""GSM8K, 8-shot, greedy: prompts as lm-evaluation-harness builds them, two extractions.
 
+Few-shot exemplars: `first` (default) puts the first N train items before every question
+(lm-eval's `first_n` sampler, vLLM's gsm8k_eval.py), so a server can reuse one cached prefix;
+`lm-eval` draws them as lm-eval's default sampler does, so prompts are byte-identical to
+lm-eval's and each item's prompt_sha256 equals lm-eval's prompt_hash.
+
 `correct` is the flexible match (the last number in the answer, compared as a number),
 robust to chat models that drop the `#### N` format. `correct_strict` is lm-evaluation-
 harness's strict-match: its regex `#### (\-?[0-9\.\,]+)`, the first match, compared as
@@ -9,6 +14,8 @@ its exact_match does (`,` and `$` removed, one trailing `.` removed). Before eit
 
 from __future__ import annotations
 
+import json
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -92,13 +99,41 @@ def reference_answer(worked: str) -> str:
     return worked.split("####")[-1].strip().replace(",", "")
 
 
+FEWSHOT_MODES = ("first", "lm-eval")
+LMEVAL_SEED = 1234  # lm-eval's default --fewshot_seed
+
+
 def shots(train: Sequence[Mapping[str, str]], n: int, seed: int | None) -> list[Mapping[str, str]]:
     """The first n train items, or n sampled with random.Random(seed) when a seed is given."""
     if seed is None:
         return list(train[:n])
-    import random
-
     return random.Random(seed).sample(list(train), n)
+
+
+def lmeval_draws(train: Sequence[Mapping[str, str]], n: int, seed: int,
+                 count: int) -> list[list[Mapping[str, str]]]:
+    """lm-eval's default ContextSampler: one random.Random(seed) stream shared by all
+    questions in question order; question i gets the i-th draw of n train items. (The
+    sampler leaves the question itself out only when it samples from the test split.)"""
+    rnd = random.Random(seed)
+    pool = list(train)
+    return [rnd.sample(pool, n) if n else [] for _ in range(count)]
+
+
+def lmeval_chat_messages(exemplars: Sequence[Mapping[str, str]],
+                         question: str) -> tuple[Message, ...]:
+    """lm-eval's chat prompt (--apply_chat_template, few-shot as multiple turns)."""
+    messages: list[Message] = []
+    for s in exemplars:
+        messages.append({"role": "user", "content": f"Question: {s['question']}\nAnswer:"})
+        messages.append({"role": "assistant", "content": s["answer"]})
+    messages.append({"role": "user", "content": f"Question: {question}\nAnswer:"})
+    return tuple(messages)
+
+
+def lmeval_chat_hash_body(messages: Sequence[Message]) -> str:
+    """The text lm-eval hashes into prompt_hash for a chat prompt: its JSON of the messages."""
+    return json.dumps(list(messages), ensure_ascii=False)
 
 
 def completion_prompt(exemplars: Sequence[Mapping[str, str]], question: str) -> str:
@@ -122,13 +157,23 @@ class Gsm8k:
     def build(self, spec: TaskSpec, ctx: BuildContext) -> list[Item]:
         data: Gsm8kData = ctx.data
         params: dict[str, Any] = spec.params
-        exemplars = shots(data.train, int(params.get("shots", 8)), params.get("shot_seed"))
         split = params.get("split", "test")
         rows = data.test if spec.limit is None else data.test[: spec.limit]
-        return [self._item(spec, exemplars, split, i, row) for i, row in enumerate(rows)]
+        lmeval = params.get("fewshot", "first") == "lm-eval"
+        draws = self._draws(data, params, len(rows), lmeval)
+        return [self._item(spec, draws[i], split, i, row, lmeval) for i, row in enumerate(rows)]
+
+    @staticmethod
+    def _draws(data: Gsm8kData, params: dict[str, Any], count: int,
+               lmeval: bool) -> Sequence[Sequence[Mapping[str, str]]]:
+        n = int(params.get("shots", 8))
+        if lmeval:
+            return lmeval_draws(data.train, n, int(params.get("fewshot_seed", LMEVAL_SEED)),
+                                count)
+        return [shots(data.train, n, params.get("shot_seed"))] * count
 
     def _item(self, spec: TaskSpec, exemplars: Sequence[Mapping[str, str]], split: str,
-              index: int, row: Mapping[str, str]) -> Item:
+              index: int, row: Mapping[str, str], lmeval: bool = False) -> Item:
         question = row["question"]
         common: dict[str, Any] = {
             "task": spec.name,
@@ -136,6 +181,9 @@ class Gsm8k:
             "reference": reference_answer(row["answer"]),
             "meta": {"index": index},
         }
+        if spec.api == "chat" and lmeval:
+            messages = lmeval_chat_messages(exemplars, question)
+            return Item(messages=messages, hash_body=lmeval_chat_hash_body(messages), **common)
         if spec.api == "chat":
             return Item(messages=chat_messages(exemplars, question), **common)
         return Item(prompt=completion_prompt(exemplars, question), **common)

@@ -63,10 +63,12 @@ def judge_inputs(inputs: Inputs, max_error_rate: float,
                  ) -> tuple[GateReport | None, Exception | None]:
     """The gate's decision on runs that were all read, or why it cannot be taken."""
     from kveval.errors import KvevalError
+    from kveval.judge.fewshot import check_fewshot
     from kveval.judge.verdict import DEFAULT_MARGIN, gate
 
     assert inputs.baseline is not None and inputs.candidate is not None
     try:
+        check_fewshot([inputs.baseline, inputs.candidate, *inputs.noise, *inputs.repeats])
         return gate(inputs.baseline, inputs.candidate, policy=inputs.policy,
                     margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
                     metric=inputs.metric, max_error_rate=max_error_rate, noises=inputs.noise,

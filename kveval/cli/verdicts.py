@@ -34,25 +34,38 @@ def _check_output(as_json: bool, markdown: bool) -> None:
 
 
 def _load(path: str) -> Side:
-    """A kveval run file, or the tutorial's JSON array of answer strings."""
+    """A kveval run file, an lm-eval samples log, or the tutorial's JSON array of answers."""
+    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
     from kveval.formats.records import is_answer_array, read_answer_array, read_run
     from kveval.judge.compare import side_from_answers, side_from_run
 
+    if looks_like_lmeval(path):
+        return side_from_run(read_lmeval(path))
     if is_answer_array(path):
         return side_from_answers(path, read_answer_array(path))
     return side_from_run(read_run(path, judging=True))
 
 
 def _load_run(path: str) -> Side:
-    """A kveval run file; arrays of answers carry no scores."""
+    """A kveval run file or an lm-eval samples log; arrays of answers carry no scores."""
     from kveval.errors import UsageError
+    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
     from kveval.formats.records import is_answer_array, read_run
     from kveval.judge.compare import side_from_run
 
+    if looks_like_lmeval(path):
+        return side_from_run(read_lmeval(path))
     if is_answer_array(path):
         raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
                          "kveval run files (compare reads both)")
     return side_from_run(read_run(path, judging=True))
+
+
+def _check_fewshot(*sides: Side | None) -> None:
+    """An lm-eval log paired with a kveval run: refuse when their few-shot prompts differ."""
+    from kveval.judge.fewshot import check_fewshot
+
+    check_fewshot(sides)
 
 
 def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
@@ -93,8 +106,9 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     \b
     Per task: identical answers, mean shared-prefix ratio, median first difference, whether
     B drifts more than the noise floor, and collapse (truncated and empty answers, length
-    ratio, repetition). A, B and N are kveval run files, or all JSON arrays of answer
-    strings (paired by position).
+    ratio, repetition). A, B and N are kveval run files or lm-eval sample logs (a
+    samples file, its results file or their folder), or all JSON arrays of answer strings
+    (paired by position).
     """
     from kveval.judge.compare import compare_sides
     from kveval.judge.verdict import inspect_setup
@@ -103,6 +117,7 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     _check_output(as_json, markdown)
     base, cand = _load(baseline), _load(candidate)
     noises, again = [_load(path) for path in noise], [_load(path) for path in repeats]
+    _check_fewshot(base, cand, *noises, *again)
     result = compare_sides(base, cand, show=show, noises=noises, repeats=again)
     setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
     _emit(report.compare_blocks(setup, result), report.compare_json(setup, result), as_json,
@@ -147,6 +162,7 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
     _check_output(as_json, markdown)
     run = _load_run(run_path)
     base = _load_run(baseline) if baseline else None
+    _check_fewshot(run, base)
     result = score_report(run, base)
     extras = task_extras(run, base)
     _emit(report.score_blocks(result, extras), report.score_json(result, extras), as_json,
@@ -205,11 +221,13 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
                     (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None,
                     metric)
     try:
+        base, cand = _load_run(baseline), _load_run(candidate)
+        noises, again = [_load_run(p) for p in noise], [_load_run(p) for p in repeats]
+        _check_fewshot(base, cand, *noises, *again)
         result = judge(
-            _load_run(baseline), _load_run(candidate), policy=policy,
-            margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
-            max_error_rate=max_error_rate, noises=[_load_run(path) for path in noise],
-            repeats=[_load_run(path) for path in repeats], skip=skip,
+            base, cand, policy=policy, margin=DEFAULT_MARGIN if margin is None else margin,
+            metric=metric, max_error_rate=max_error_rate, noises=noises, repeats=again,
+            skip=skip,
         )
     except KvevalError as exc:
         if as_json:

@@ -10,6 +10,7 @@ from typing import Any
 
 from kveval.errors import UsageError
 from kveval.run.client import check_extra_body
+from kveval.run.tasks import FEWSHOT_KEYS
 
 NAME = re.compile(r"[A-Za-z0-9._-]+")  # a label or a --setup key: a name, never a path
 
@@ -36,6 +37,7 @@ class RunOptions:
     prompts_file: str | None
     params: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)  # model_path, kv_cache_type, ctx
+    fewshot: dict[str, Any] = field(default_factory=dict)  # gsm8k: fewshot, shots, fewshot_seed
     setup: dict[str, str] = field(default_factory=dict)  # --setup KEY=VALUE: what the user states
     order: str = "data"  # --order: data or shuffle
 
@@ -53,6 +55,7 @@ class RunOptions:
             retries=o["retries"], resume=o["resume"], overwrite=o["overwrite"], data=o["data"],
             prompts_file=o["prompts_file"], params=_grid_params(o), engine=engine,
             setup=parse_setup(o.get("setup") or ()), order=o.get("order") or "data",
+            fewshot={k: o[k] for k in FEWSHOT_KEYS if o.get(k) is not None},
         )
 
 

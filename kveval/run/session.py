@@ -28,7 +28,14 @@ from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
 from kveval.run.resume import answered_keys, existing_run, kept_items, open_writer
 from kveval.run.runner import Job, execute, plan
-from kveval.run.tasks import Suite, builtin_spec, override, read_suite, resolve_builtin_data
+from kveval.run.tasks import (
+    Suite,
+    builtin_spec,
+    override,
+    read_suite,
+    resolve_builtin_data,
+    resolve_fewshot,
+)
 from kveval.safe import one_line
 
 EMBEDDED = "embedded"
@@ -51,7 +58,10 @@ def resolve(opts: RunOptions) -> Resolved:
     suite = read_suite(opts.suite) if opts.suite else Suite([])
     specs = list(suite.specs)
     specs += [builtin_spec(name) for name in opts.task_names if name not in {s.name for s in specs}]
-    resolved = [resolve_builtin_data(_apply_options(spec, opts)) for spec in specs]
+    if opts.fewshot and not any(spec.adapter == "gsm8k" for spec in specs):
+        raise UsageError("--fewshot, --shots and --fewshot-seed apply to the gsm8k task only")
+    resolved = [resolve_fewshot(resolve_builtin_data(_apply_options(spec, opts)))
+                for spec in specs]
     for spec in resolved:
         if spec.temperature != 0:
             raise UsageError(f"task {spec.name!r}: temperature {spec.temperature}: kveval runs "
@@ -68,9 +78,11 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
         data = opts.data
     if spec.adapter == "prompts" and opts.prompts_file:
         data = opts.prompts_file
-    grid = opts.params if spec.adapter in LONG_CONTEXT else {}
+    params = opts.params if spec.adapter in LONG_CONTEXT else {}
+    if spec.adapter == "gsm8k":
+        params = opts.fewshot
     return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
-                    params=grid)
+                    params=params)
 
 
 def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
