@@ -298,3 +298,13 @@ def test_every_noise_run_and_candidate_repeat_has_its_drift_row(runs, tmp_path, 
     for row in ("gsm8k fp8 173/200 (86.5%)", "gsm8k bf16b 198/200 (99.0%)",
                 "gsm8k bf16a 200/200 (100.0%)", "gsm8k fp8 (candidate repeat)"):
         assert row in shown
+
+
+def test_report_passes_skip_and_policy_to_the_gate(runs, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    code, _, _ = kveval(["report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"],
+                         "--noise", runs["bf16b"], "--skip", "prompts",
+                         "--policy", "paired", "--margin", "30", "-o", str(out)], capsys)
+    shown = text_of(out.read_text())
+    assert code == 0 and "PASS exit 0 · policy paired, margin 30 points" in shown
+    assert "prompts - skipped" in shown and "gsm8k paired pass" in shown

@@ -53,6 +53,7 @@ class Item:
     messages: tuple[Message, ...] | None = None
     reference: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    max_tokens: int | None = None  # this item's own answer budget; None: the spec's
     # The text whose sha256 names the prompt when another tool defines it (lm-eval hashes
     # its own JSON of the chat messages); None: kveval's own rule below.
     hash_body: str | None = None

@@ -63,6 +63,8 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 @click.option("--lengths", metavar="LIST", help="Long-context lengths in tokens, e.g. 4k,16k,64k.")
 @click.option("--depths", metavar="LIST", help="Needle depths in percent, e.g. 0,25,50,75,100.")
 @click.option("--trials", type=click.IntRange(min=1), help="Trials per length and depth.")
+@click.option("--copy-lengths", metavar="LIST", help="copy task: passage lengths in tokens, "
+              "e.g. 64,512.")
 @click.option("--model-path", type=click.Path(dir_okay=False), help="Embedded engine: a GGUF "
               "model file. Default: the bundled SmolLM2-135M-Instruct.")
 @click.option("--kv-cache-type", type=click.Choice(["f16", "q8_0", "q4_0"]),

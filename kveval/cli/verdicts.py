@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from kveval.cli import curves
+
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
     from kveval.show.report import Block
@@ -98,9 +100,10 @@ def _repeat_option(func: F) -> F:
 @_repeat_option
 @click.option("--show", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
               help="Print the K most diverged pairs side by side.")
+@curves.threshold_option
 @_output_options
 def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
-            show: int, as_json: bool, markdown: bool) -> int:
+            show: int, effective_threshold: float, as_json: bool, markdown: bool) -> int:
     """How many answers B changed from A, beside the noise floor N.
 
     \b
@@ -120,8 +123,11 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     _check_fewshot(base, cand, *noises, *again)
     result = compare_sides(base, cand, show=show, noises=noises, repeats=again)
     setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
-    _emit(report.compare_blocks(setup, result), report.compare_json(setup, result), as_json,
-          markdown)
+    found = curves.curves(cand, base, effective_threshold)
+    data = curves.attach(report.compare_json(setup, result), found)
+    if noises:
+        data["noise_length_curves"] = curves.noise_json(base, noises, effective_threshold)
+    _emit(report.compare_blocks(setup, result) + curves.headed(found), data, as_json, markdown)
     return 0
 
 
@@ -147,8 +153,10 @@ def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
 @click.command()
 @click.argument("run_path", metavar="RUN")
 @click.option("--baseline", metavar="B", help="Compare with a baseline run on the same items.")
+@curves.threshold_option
 @_output_options
-def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) -> int:
+def score(run_path: str, baseline: str | None, effective_threshold: float, as_json: bool,
+          markdown: bool) -> int:
     """Accuracy per task with Wilson 95% intervals; with --baseline, the paired view.
 
     \b
@@ -165,8 +173,10 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
     _check_fewshot(run, base)
     result = score_report(run, base)
     extras = task_extras(run, base)
-    _emit(report.score_blocks(result, extras), report.score_json(result, extras), as_json,
-          markdown)
+    found = curves.curves(run, base, effective_threshold)
+    shown = {task: extras.get(task, []) + extra for task, extra in curves.blocks(found).items()}
+    _emit(report.score_blocks(result, {**extras, **shown}),
+          curves.attach(report.score_json(result, extras), found), as_json, markdown)
     return 0
 
 
@@ -195,10 +205,13 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
 @click.option("--html", metavar="FILE",
               help="Also write the HTML page of `kveval report` (on pass, regression or "
                    "cannot judge).")
+@curves.min_recovery_option
+@curves.threshold_option
 @_output_options
 def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
          policy: str, margin: float | None, metric: str, max_error_rate: float,
-         skip: tuple[str, ...], html: str | None, as_json: bool, markdown: bool) -> int:
+         skip: tuple[str, ...], html: str | None, min_recovery: float | None,
+         effective_threshold: float, as_json: bool, markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
@@ -234,7 +247,10 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
         publish(args, html, cannot_judge_markdown(str(exc)) if markdown else None, None, exc)
         raise
-    _emit(report.gate_blocks(result), report.gate_json(result), as_json, markdown)
-    summary = report.to_markdown(report.gate_blocks(result)) if markdown else None
+    found = curves.curves(cand, base, effective_threshold)
+    result = curves.with_recovery(result, found, min_recovery, skip)
+    blocks, data = curves.gate_output(result, found, min_recovery)
+    _emit(blocks, data, as_json, markdown)
+    summary = report.to_markdown(blocks) if markdown else None
     publish(args, html, summary, result, None)
     return result.exit_code

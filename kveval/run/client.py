@@ -95,7 +95,7 @@ def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
         body["messages"] = list(item.messages)
     else:
         body["prompt"] = item.prompt
-    body["max_tokens"] = spec.max_tokens
+    body["max_tokens"] = item.max_tokens if item.max_tokens is not None else spec.max_tokens
     body["temperature"] = spec.temperature
     if spec.stop:
         body["stop"] = list(spec.stop)

@@ -121,6 +121,10 @@ def _grid_params(o: dict[str, Any]) -> dict[str, Any]:
         params["depths"] = _parse_depths(o["depths"])
     if o["trials"]:
         params["trials"] = o["trials"]
+    if o.get("copy_lengths"):
+        from kveval.adapters.haystack import parse_lengths
+
+        params["copy_lengths"] = parse_lengths(o["copy_lengths"])
     return params
 
 

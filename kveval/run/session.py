@@ -39,7 +39,8 @@ from kveval.run.tasks import (
 from kveval.safe import one_line
 
 EMBEDDED = "embedded"
-LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence"})  # sized in server tokens
+# sized in server tokens
+LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence", "copy", "mrcr"})
 
 
 # ---------------------------------------------------------------- specs and data
@@ -78,7 +79,8 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
         data = opts.data
     if spec.adapter == "prompts" and opts.prompts_file:
         data = opts.prompts_file
-    params = opts.params if spec.adapter in LONG_CONTEXT else {}
+    params = {k: v for k, v in opts.params.items() if k != "copy_lengths" or spec.adapter == "copy"}
+    params = params if spec.adapter in LONG_CONTEXT else {}
     if spec.adapter == "gsm8k":
         params = opts.fewshot
     return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
