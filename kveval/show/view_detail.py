@@ -25,6 +25,8 @@ def length_label(tokens: Any) -> str:
 
 
 def number(value: Any) -> str:
+    if isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
+        return "[" + ", ".join(number(v) for v in value) + "]"
     if isinstance(value, bool) or value is None:
         return "-" if value is None else str(value).lower()
     if isinstance(value, float):
