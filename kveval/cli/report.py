@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+
+CURVE_THRESHOLD = 0.9  # effective length: the default of --effective-threshold
 
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
@@ -83,7 +85,20 @@ def page_html(inputs: Inputs, result: GateReport | None, error: Exception | None
     from kveval.show.page import page_data
 
     reason = None if error is None else str(error)
-    return render(page_data(inputs, result, reason, extras=task_extras))
+    return render(with_curves(page_data(inputs, result, reason, extras=task_extras), inputs))
+
+
+def with_curves(data: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
+    """The length curves `score`, `compare` and `gate` add to their `--json` task entries."""
+    from kveval.cli import curves
+
+    if inputs.baseline is None or inputs.candidate is None:
+        return data
+    found = curves.curves(inputs.candidate, inputs.baseline, CURVE_THRESHOLD)
+    for part in ("gate", "score", "compare"):
+        if isinstance(data.get(part), dict):
+            curves.attach(data[part], found)
+    return data
 
 
 def write_page(path: str, html: str) -> None:
