@@ -93,9 +93,37 @@ def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json
     check_same_format([base, cand] + ([noise_side] if noise_side else []))
     setup = inspect_setup(base, cand, noise_side)
     result = compare_sides(base, cand, noise_side, show=show)
-    _emit(report.compare_blocks(setup, result), report.compare_json(setup, result), as_json,
-          markdown)
+    blocks, data = report.compare_blocks(setup, result), report.compare_json(setup, result)
+    _with_divergence(result, blocks, data)
+    _emit(blocks, data, as_json, markdown)
     return 0
+
+
+def _with_divergence(result: Any, blocks: list[Block], data: dict[str, Any],
+                     max_kl: float | None = None) -> int:
+    """Token divergence (runs with log-probabilities) added to a compare or gate report;
+    returns the exit code --max-kl adds."""
+    from kveval.judge.divergence import task_divergences
+    from kveval.show import divergence as shown
+
+    noise_pairs = result.noise_pairing.pairs if result.noise_pairing else None
+    tasks = task_divergences(result.pairing.pairs, noise_pairs, max_kl)
+    cand, noise = result.candidate.label, result.noise.label if result.noise else None
+    if max_kl is not None:
+        _check_max_kl(tasks, noise)
+    blocks += shown.divergence_blocks(tasks, cand, noise)
+    shown.add_json(data, tasks, cand, noise)
+    return shown.amend_gate(blocks, data, tasks) if max_kl is not None else 0
+
+
+def _check_max_kl(tasks: Sequence[Any], noise: str | None) -> None:
+    from kveval.errors import UsageError
+
+    if noise is None:
+        raise UsageError("--max-kl judges the KL against the noise floor: give --noise N")
+    if not any(t.test for t in tasks):
+        raise UsageError("--max-kl: no task has log-probabilities in the baseline, candidate "
+                         "and noise runs (run them with --logprobs K)")
 
 
 def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
@@ -161,9 +189,13 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
 @click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               metavar="FRACTION",
               help="Cannot judge a run whose share of error items exceeds this (0.02 = 2%).")
+@click.option("--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
+              help="Fail a task whose mean per-token KL exceeds the noise run's by more than "
+                   "NATS (one-sided Wilcoxon, p < 0.05). Needs --noise and --logprobs runs.")
 @_output_options
 def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: float | None,
-         metric: str, max_error_rate: float, as_json: bool, markdown: bool) -> int:
+         metric: str, max_error_rate: float, max_kl: float | None, as_json: bool,
+         markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
@@ -188,5 +220,12 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
         raise
-    _emit(report.gate_blocks(result), report.gate_json(result), as_json, markdown)
-    return result.exit_code
+    blocks, data = report.gate_blocks(result), report.gate_json(result)
+    try:
+        added = _with_divergence(result.comparison, blocks, data, max_kl)
+    except KvevalError as exc:
+        if as_json:
+            click.echo(report.dumps(report.cannot_judge_json(str(exc))))
+        raise
+    _emit(blocks, data, as_json, markdown)
+    return max(result.exit_code, added)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kveval.adapters.base import Item, TaskSpec
+from kveval.run.logprobs import compact, request_keys
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -33,6 +34,7 @@ class Reply:
     usage: dict[str, Any] | None = None
     latency_s: float = 0.0
     error: str | None = None
+    logprobs: dict[str, Any] | None = None  # compact, see run/logprobs.py
 
 
 def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
@@ -49,9 +51,24 @@ def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
         body["stop"] = list(spec.stop)
     if seed is not None:
         body["seed"] = seed
+    if logprobs_k(spec):
+        body.update(request_keys(item.messages is not None, logprobs_k(spec)))
     if extra_body:
         body["extra_body"] = extra_body
     return body
+
+
+def logprobs_k(spec: TaskSpec) -> int:
+    """The top-K log-probabilities a task asks for (suite key or --logprobs); 0: none."""
+    return int(spec.params.get("logprobs") or 0)
+
+
+def asked_k(body: dict[str, Any]) -> int:
+    """The K a request body asked for: chat `top_logprobs`, completions `logprobs`."""
+    if "messages" in body:
+        return int(body.get("top_logprobs") or 0) if body.get("logprobs") else 0
+    value = body.get("logprobs")
+    return 0 if isinstance(value, bool) or value is None else int(value)
 
 
 def make_client(config: ClientConfig) -> AsyncOpenAI:
@@ -85,7 +102,7 @@ def request_payload(body: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def parse_reply(data: Any, latency_s: float) -> Reply:
+def parse_reply(data: Any, latency_s: float, k: int = 0) -> Reply:
     """A completions or chat completions response body -> Reply (an error when malformed)."""
     try:
         choice = data["choices"][0]
@@ -95,8 +112,14 @@ def parse_reply(data: Any, latency_s: float) -> Reply:
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed response: {str(data)[:200]}")
     usage = data.get("usage")
+    try:
+        logprobs = compact(choice.get("logprobs"), k) if k else None
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        return Reply(text=None, latency_s=latency_s,
+                     error=f"malformed log-probabilities: {str(exc)[:200]}")
     return Reply(text=text, finish_reason=choice.get("finish_reason"),
-                 usage=usage if isinstance(usage, dict) else None, latency_s=latency_s)
+                 usage=usage if isinstance(usage, dict) else None, latency_s=latency_s,
+                 logprobs=logprobs)
 
 
 async def send(client: AsyncOpenAI, body: dict[str, Any]) -> Reply:
@@ -114,4 +137,4 @@ async def send(client: AsyncOpenAI, body: dict[str, Any]) -> Reply:
     except openai.OpenAIError as exc:
         return Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
                      error=_describe(exc))
-    return parse_reply(data, round(time.perf_counter() - start, 4))
+    return parse_reply(data, round(time.perf_counter() - start, 4), asked_k(body))

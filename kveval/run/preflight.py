@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kveval.errors import EndpointError
-from kveval.run.client import send
+from kveval.run.client import Reply, asked_k, send
 from kveval.run.runner import Before, Job
 
 if TYPE_CHECKING:
@@ -29,14 +29,27 @@ def longest(jobs: Sequence[Job]) -> Job:
     return max(jobs, key=_size)
 
 
+def _check_logprobs(job: Job, reply: Reply) -> None:
+    """A server that silently ignores a request for log-probabilities would leave the run
+    without them: stop before it starts."""
+    if asked_k(job.body) and not (reply.logprobs and reply.logprobs["tokens"]):
+        raise EndpointError(f"the server returned no log-probabilities for --logprobs "
+                            f"{asked_k(job.body)} (asked as "
+                            f"{'top_logprobs' if 'messages' in job.body else 'logprobs'})")
+
+
 def check_longest(jobs: Sequence[Job]) -> Before:
     """A check that raises EndpointError when the server rejects the longest request."""
     job = longest(jobs)
 
     async def check(client: AsyncOpenAI) -> None:
-        error = (await send(client, {**job.body, "max_tokens": 1})).error
+        reply = await send(client, {**job.body, "max_tokens": 1})
+        error = reply.error
         if error is None:
+            _check_logprobs(job, reply)
             return
+        if asked_k(job.body) and "logprob" in error.lower():
+            raise EndpointError(f"the server refuses --logprobs {asked_k(job.body)}: {error}")
         if error.startswith(_CLIENT_ERRORS):
             raise EndpointError(f"the server rejects {job.item.item_id} (the longest prompt, "
                                 f"{_size(job):,} characters): {error}")

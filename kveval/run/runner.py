@@ -59,6 +59,7 @@ def to_record(job: Job, reply: Reply) -> ItemRecord:
         extracted=score.extracted,
         correct=score.correct,
         correct_strict=score.correct_strict,
+        logprobs=reply.logprobs,
         **common,
     )
 

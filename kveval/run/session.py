@@ -63,6 +63,8 @@ class RunOptions:
     data: str | None
     prompts_file: str | None
     params: dict[str, Any] = field(default_factory=dict)
+    logprobs: int | None = None  # --logprobs K; None: each task's own (suite key), else off
+    teacher_force: str | None = None  # --teacher-force BASELINE.jsonl
     engine: dict[str, Any] = field(default_factory=dict)  # model_path, kv_cache_type, ctx
 
     @classmethod
@@ -84,6 +86,7 @@ class RunOptions:
             seed=o["seed"], extra_body=_parse_extra_body(o["extra_body"]), timeout=o["timeout"],
             retries=o["retries"], resume=o["resume"], overwrite=o["overwrite"], data=o["data"],
             prompts_file=o["prompts_file"], params=_grid_params(o), engine=engine,
+            logprobs=o.get("logprobs"), teacher_force=o.get("teacher_force"),
         )
 
 
@@ -138,7 +141,9 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
         data = opts.data
     if spec.adapter == "prompts" and opts.prompts_file:
         data = opts.prompts_file
-    grid = opts.params if spec.adapter in LONG_CONTEXT else {}
+    grid = dict(opts.params) if spec.adapter in LONG_CONTEXT else {}
+    if opts.logprobs is not None:
+        grid["logprobs"] = opts.logprobs
     return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
                     params=grid)
 
@@ -174,8 +179,9 @@ def api_key() -> str | None:
 
 
 @contextlib.contextmanager
-def open_target(opts: RunOptions) -> Iterator[Target]:
-    """Probe the given endpoint, or start the embedded engine and probe that."""
+def open_target(opts: RunOptions, logits_all: bool = False) -> Iterator[Target]:
+    """Probe the given endpoint, or start the embedded engine and probe that (keeping every
+    position's logits only when log-probabilities are asked for)."""
     if opts.endpoint:
         info = probe(opts.endpoint, api_key())
         model = choose_model(opts.model, info.model_ids)
@@ -183,7 +189,7 @@ def open_target(opts: RunOptions) -> Iterator[Target]:
         return
     from kveval.run.local import EngineConfig, serve
 
-    config = EngineConfig(**opts.engine)
+    config = EngineConfig(**opts.engine, logits_all=logits_all)
     with serve(config) as engine:
         info = probe(engine.base_url, None)
         info = ServerInfo(info.models, {**info.fingerprint, "engine": engine.fingerprint})
@@ -308,7 +314,7 @@ def run_session(opts: RunOptions) -> int:
     loaded, sources = {}, {}
     for spec in specs:
         loaded[spec.name], sources[spec.name] = load_task_data(spec)
-    with open_target(opts) as target:
+    with open_target(opts, any(spec.params.get("logprobs") for spec in specs)) as target:
         built, sizing = build_items(specs, loaded, target)
         header = make_header(opts, target, specs, {**sources, **sizing})
         jobs = plan(built, target.model, opts.seed, opts.extra_body)

@@ -1,0 +1,103 @@
+"""Log-probabilities as servers return them -> the compact shape a run file records.
+
+Two shapes arrive. Chat completions (OpenAI, llama.cpp's llama-server, vLLM, and
+llama-server's completions too) return `logprobs.content`: a list of
+`{"token", "logprob", "top_logprobs": [{"token", "logprob"}, ...]}`, one per token. Legacy
+completions (vLLM, llama-cpp-python) return parallel lists `tokens`, `token_logprobs`,
+`text_offset` and `top_logprobs`, the last a list of `{token: logprob}` dicts.
+
+Both become one compact record of parallel arrays (`ItemRecord.logprobs`):
+
+    {"k": 5,
+     "tokens": ["The", " answer", ...],          # the tokens, as text
+     "logprobs": [-0.0123, -1.5, ...],           # each token's log-probability (nats)
+     "top_tokens": [["The", "A", ...], ...],     # per position: the top-K tokens, best first
+     "top_logprobs": [[-0.0123, -4.61, ...], ...]}
+
+Log-probabilities are rounded to 4 decimals (a KL of 1e-4 nats is still resolved; rounding
+moves a per-token KL by about 1e-9). A position the server gave no log-probability (an
+echoed prompt's first token) is dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+DECIMALS = 4
+FLOOR = -9999.0  # -inf (a token of probability 0) as a finite JSON number
+
+
+def rounded(value: Any) -> float:
+    number = float(value)
+    return FLOOR if math.isinf(number) or number < FLOOR else round(number, DECIMALS)
+
+
+def _ranked(pairs: Sequence[tuple[str, float]], k: int) -> tuple[list[str], list[float]]:
+    """The top k (token, logprob) pairs, best first; a token listed twice counts once."""
+    best: dict[str, float] = {}
+    for token, logprob in pairs:
+        best[token] = max(logprob, best.get(token, -math.inf))
+    ranked = sorted(best.items(), key=lambda tl: -tl[1])[:k]
+    return [t for t, _ in ranked], [rounded(lp) for _, lp in ranked]
+
+
+def _empty(k: int) -> dict[str, Any]:
+    return {"k": k, "tokens": [], "logprobs": [], "top_tokens": [], "top_logprobs": []}
+
+
+def _append(out: dict[str, Any], token: str, logprob: Any,
+            alternatives: Sequence[tuple[str, float]], k: int) -> None:
+    if logprob is None:
+        return
+    top_tokens, top_logprobs = _ranked(alternatives, k)
+    out["tokens"].append(token)
+    out["logprobs"].append(rounded(logprob))
+    out["top_tokens"].append(top_tokens)
+    out["top_logprobs"].append(top_logprobs)
+
+
+def from_content(content: Sequence[Mapping[str, Any]], k: int) -> dict[str, Any]:
+    """The chat shape: one object per token with its own `top_logprobs` list."""
+    out = _empty(k)
+    for entry in content:
+        alternatives = [(str(t["token"]), float(t["logprob"]))
+                        for t in entry.get("top_logprobs") or () if t.get("logprob") is not None]
+        _append(out, str(entry["token"]), entry.get("logprob"), alternatives, k)
+    return out
+
+
+def from_legacy(data: Mapping[str, Any], k: int) -> dict[str, Any]:
+    """The legacy completions shape: parallel lists, alternatives as {token: logprob} dicts."""
+    out = _empty(k)
+    tops = data.get("top_logprobs") or [None] * len(data["tokens"])
+    for token, logprob, top in zip(data["tokens"], data["token_logprobs"], tops, strict=True):
+        alternatives = [(str(t), float(lp)) for t, lp in (top or {}).items() if lp is not None]
+        _append(out, str(token), logprob, alternatives, k)
+    return out
+
+
+def compact(logprobs: Any, k: int) -> dict[str, Any] | None:
+    """A choice's `logprobs` in either shape -> the compact record; None when absent.
+
+    Raises ValueError (or KeyError/TypeError) on a malformed body; the caller records it."""
+    if not logprobs:
+        return None
+    if isinstance(logprobs, Mapping) and "content" in logprobs:
+        return from_content(logprobs["content"] or [], k)
+    if isinstance(logprobs, Mapping) and "tokens" in logprobs:
+        return from_legacy(logprobs, k)
+    raise ValueError(f"unknown log-probability shape: {str(logprobs)[:120]}")
+
+
+def text_offsets(logprobs: Any) -> list[int] | None:
+    """The legacy shape's character offset of each token (None where absent)."""
+    if isinstance(logprobs, Mapping) and isinstance(logprobs.get("text_offset"), list):
+        return [int(x) for x in logprobs["text_offset"]]
+    return None
+
+
+def request_keys(api_chat: bool, k: int) -> dict[str, Any]:
+    """What a request adds to ask for the top-K log-probabilities."""
+    return {"logprobs": True, "top_logprobs": k} if api_chat else {"logprobs": k}
