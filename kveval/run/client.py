@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kveval.adapters.base import Item, TaskSpec
-from kveval.run.logprobs import compact, request_keys
+from kveval.run.logprobs import answer_logprobs, compact, request_keys
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -102,7 +102,10 @@ def request_payload(body: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def parse_reply(data: Any, latency_s: float, k: int = 0) -> Reply:
+Span = tuple[int, int]  # teacher forcing: the answer's characters in the echoed text
+
+
+def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = None) -> Reply:
     """A completions or chat completions response body -> Reply (an error when malformed)."""
     try:
         choice = data["choices"][0]
@@ -112,8 +115,12 @@ def parse_reply(data: Any, latency_s: float, k: int = 0) -> Reply:
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed response: {str(data)[:200]}")
     usage = data.get("usage")
+    logprobs: dict[str, Any] | None = None
     try:
-        logprobs = compact(choice.get("logprobs"), k) if k else None
+        if span is not None:
+            text, logprobs = text[span[0]:span[1]], _forced(choice, span, k)
+        elif k:
+            logprobs = compact(choice.get("logprobs"), k)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed log-probabilities: {str(exc)[:200]}")
@@ -122,7 +129,13 @@ def parse_reply(data: Any, latency_s: float, k: int = 0) -> Reply:
                  logprobs=logprobs)
 
 
-async def send(client: AsyncOpenAI, body: dict[str, Any]) -> Reply:
+def _forced(choice: Any, span: Span, k: int) -> dict[str, Any]:
+    if not isinstance(choice.get("logprobs"), dict):
+        raise ValueError("the server returned no log-probabilities for the echo")
+    return answer_logprobs(choice["logprobs"], span[0], span[1], k)
+
+
+async def send(client: AsyncOpenAI, body: dict[str, Any], span: Span | None = None) -> Reply:
     """Send one request; a failure after the client's retries becomes an error Reply.
 
     The openai client's generic `post` keeps its retries and timeouts but skips building
@@ -137,4 +150,4 @@ async def send(client: AsyncOpenAI, body: dict[str, Any]) -> Reply:
     except openai.OpenAIError as exc:
         return Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
                      error=_describe(exc))
-    return parse_reply(data, round(time.perf_counter() - start, 4), asked_k(body))
+    return parse_reply(data, round(time.perf_counter() - start, 4), asked_k(body), span)

@@ -10,7 +10,8 @@ Both become one compact record of parallel arrays (`ItemRecord.logprobs`):
 
     {"k": 5,
      "tokens": ["The", " answer", ...],          # the tokens, as text
-     "logprobs": [-0.0123, -1.5, ...],           # each token's log-probability (nats)
+     "logprobs": [-0.0123, -1.5, ...],           # each token's log-probability (nats;
+                                                 #  null: unknown, teacher forcing only)
      "top_tokens": [["The", "A", ...], ...],     # per position: the top-K tokens, best first
      "top_logprobs": [[-0.0123, -4.61, ...], ...]}
 
@@ -48,12 +49,12 @@ def _empty(k: int) -> dict[str, Any]:
 
 
 def _append(out: dict[str, Any], token: str, logprob: Any,
-            alternatives: Sequence[tuple[str, float]], k: int) -> None:
-    if logprob is None:
+            alternatives: Sequence[tuple[str, float]], k: int, keep_unknown: bool = False) -> None:
+    if logprob is None and not keep_unknown:
         return
     top_tokens, top_logprobs = _ranked(alternatives, k)
     out["tokens"].append(token)
-    out["logprobs"].append(rounded(logprob))
+    out["logprobs"].append(None if logprob is None else rounded(logprob))
     out["top_tokens"].append(top_tokens)
     out["top_logprobs"].append(top_logprobs)
 
@@ -68,13 +69,15 @@ def from_content(content: Sequence[Mapping[str, Any]], k: int) -> dict[str, Any]
     return out
 
 
-def from_legacy(data: Mapping[str, Any], k: int) -> dict[str, Any]:
-    """The legacy completions shape: parallel lists, alternatives as {token: logprob} dicts."""
+def from_legacy(data: Mapping[str, Any], k: int, keep_unknown: bool = False) -> dict[str, Any]:
+    """The legacy completions shape: parallel lists, alternatives as {token: logprob} dicts.
+
+    keep_unknown: keep a position whose own log-probability is unknown (null in the record)."""
     out = _empty(k)
     tops = data.get("top_logprobs") or [None] * len(data["tokens"])
     for token, logprob, top in zip(data["tokens"], data["token_logprobs"], tops, strict=True):
         alternatives = [(str(t), float(lp)) for t, lp in (top or {}).items() if lp is not None]
-        _append(out, str(token), logprob, alternatives, k)
+        _append(out, str(token), logprob, alternatives, k, keep_unknown)
     return out
 
 
@@ -91,13 +94,44 @@ def compact(logprobs: Any, k: int) -> dict[str, Any] | None:
     raise ValueError(f"unknown log-probability shape: {str(logprobs)[:120]}")
 
 
-def text_offsets(logprobs: Any) -> list[int] | None:
-    """The legacy shape's character offset of each token (None where absent)."""
-    if isinstance(logprobs, Mapping) and isinstance(logprobs.get("text_offset"), list):
-        return [int(x) for x in logprobs["text_offset"]]
-    return None
-
-
 def request_keys(api_chat: bool, k: int) -> dict[str, Any]:
     """What a request adds to ask for the top-K log-probabilities."""
     return {"logprobs": True, "top_logprobs": k} if api_chat else {"logprobs": k}
+
+
+# ---------------------------------------------------------------- the echoed reply
+
+
+def _top1(top: Mapping[str, float] | None) -> str | None:
+    return max(top.items(), key=lambda kv: kv[1])[0] if top else None
+
+
+def shift_of(tokens: Sequence[str], tops: Sequence[Mapping[str, float] | None]) -> int:
+    """0 when each position holds its own distribution, 1 when it holds the next one's."""
+    generated = tokens[-1]
+    if _top1(tops[-1]) == generated:
+        return 0
+    if len(tops) > 1 and _top1(tops[-2]) == generated:
+        return 1
+    raise ValueError("cannot align the echoed log-probabilities: the generated token is not "
+                     "the top-1 of its position")
+
+
+def answer_logprobs(data: Mapping[str, Any], start: int, end: int, k: int) -> dict[str, Any]:
+    """The compact log-probabilities of the tokens in characters [start, end) of an echo."""
+    tokens, offsets = list(data["tokens"]), data.get("text_offset")
+    if not isinstance(offsets, list) or len(offsets) != len(tokens) or len(tokens) < 2:
+        raise ValueError("the server returned no echoed log-probabilities with offsets "
+                         "(llama.cpp's llama-server does not echo them)")
+    tops = list(data.get("top_logprobs") or [None] * len(tokens))
+    shift = shift_of(tokens, tops)
+    picked = [i for i, offset in enumerate(offsets) if start <= offset < end and i >= shift]
+    if not picked:
+        raise ValueError("the echoed log-probabilities do not reach the answer")
+    dists = [tops[i - shift] or {} for i in picked]
+    chosen = [data["token_logprobs"][i] if shift == 0 else dists[n].get(tokens[i])
+              for n, i in enumerate(picked)]
+    return from_legacy({"tokens": [tokens[i] for i in picked], "token_logprobs": chosen,
+                       "top_logprobs": dists}, k, keep_unknown=True)
+
+

@@ -43,8 +43,10 @@ def check_longest(jobs: Sequence[Job]) -> Before:
     job = longest(jobs)
 
     async def check(client: AsyncOpenAI) -> None:
-        reply = await send(client, {**job.body, "max_tokens": 1})
+        reply = await send(client, {**job.body, "max_tokens": 1}, job.span)
         error = reply.error
+        if job.span is not None and error is not None and "log-probabilities" in error:
+            raise EndpointError(f"the server cannot teacher-force {job.item.item_id}: {error}")
         if error is None:
             _check_logprobs(job, reply)
             return

@@ -27,6 +27,7 @@ class Job:
     spec: TaskSpec
     item: Item
     body: dict[str, Any]
+    span: tuple[int, int] | None = None  # teacher forcing: the answer's characters in the echo
 
 
 def plan(specs_items: Sequence[tuple[TaskSpec, Sequence[Item]]], model: str, seed: int | None,
@@ -71,7 +72,7 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
 
     async def one(job: Job) -> ItemRecord:
         async with gate:
-            return to_record(job, await send(client, job.body))
+            return to_record(job, await send(client, job.body, job.span))
 
     tasks: list[asyncio.Future[ItemRecord]] = []
     try:

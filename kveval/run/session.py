@@ -69,7 +69,8 @@ class RunOptions:
 
     @classmethod
     def from_cli(cls, o: dict[str, Any]) -> RunOptions:
-        if not o["task_names"] and not o["suite"]:
+        _check_teacher_force(o)
+        if not o["task_names"] and not o["suite"] and not o.get("teacher_force"):
             raise UsageError("name what to run: --task NAME (repeatable) or --suite FILE.toml")
         if o["resume"] and o["overwrite"]:
             raise UsageError("--resume and --overwrite exclude each other")
@@ -88,6 +89,17 @@ class RunOptions:
             prompts_file=o["prompts_file"], params=_grid_params(o), engine=engine,
             logprobs=o.get("logprobs"), teacher_force=o.get("teacher_force"),
         )
+
+
+def _check_teacher_force(o: dict[str, Any]) -> None:
+    if not o.get("teacher_force"):
+        return
+    if o["task_names"] or o["suite"]:
+        raise UsageError("--teacher-force takes its items from the baseline run; drop --task "
+                         "and --suite")
+    if o.get("logprobs") == 0:
+        raise UsageError("--teacher-force records log-probabilities: --logprobs must be at "
+                         "least 1")
 
 
 def _parse_extra_body(text: str | None) -> dict[str, Any] | None:
@@ -304,8 +316,39 @@ def _preflight(target: Target, pending: Sequence[Job]) -> Any:
     return check_longest(pending)
 
 
+def run_forced(opts: RunOptions, started: float) -> int:
+    """--teacher-force BASE: the baseline's own answers, scored under this server."""
+    from kveval.run import teacher
+
+    baseline = teacher.load_baseline(str(opts.teacher_force))
+    old = existing_run(opts)
+    with open_target(opts, logits_all=True) as target:
+        render = (teacher.embedded_renderer(opts.engine.get("model_path"))
+                  if target.endpoint_label == EMBEDDED else None)
+        specs, jobs = teacher.plan_forced(baseline, target.model, opts.logprobs or
+                                          teacher.DEFAULT_K, opts.seed, opts.limit, render)
+        source = f"teacher-forced answers of {baseline.path}"
+        header = make_header(opts, target, specs, {spec.name: source for spec in specs})
+        return send_all(opts, target, header, jobs, old, started)
+
+
+def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job],
+             old: Run | None, started: float) -> int:
+    """Send what the run file does not hold yet, append each record, print the summary."""
+    config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
+    done = answered_keys(old, header, [job.item for job in jobs])
+    pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
+    records = execute(pending, config, opts.concurrency,
+                      lambda: open_writer(opts, header, old, done), f"run {opts.label}",
+                      before=_preflight(target, pending))
+    every = kept_items(old, done) + records
+    return summarize(opts, every, records, time.perf_counter() - started)
+
+
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
+    if opts.teacher_force:
+        return run_forced(opts, started)
     old = existing_run(opts)
     specs = resolve_specs(opts)
     for spec in specs:
@@ -320,14 +363,7 @@ def run_session(opts: RunOptions) -> int:
         jobs = plan(built, target.model, opts.seed, opts.extra_body)
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
-        config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
-        done = answered_keys(old, header, [job.item for job in jobs])
-        pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
-        records = execute(pending, config, opts.concurrency,
-                          lambda: open_writer(opts, header, old, done), f"run {opts.label}",
-                          before=_preflight(target, pending))
-    every = kept_items(old, done) + records
-    return summarize(opts, every, records, time.perf_counter() - started)
+        return send_all(opts, target, header, jobs, old, started)
 
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
