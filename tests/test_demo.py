@@ -56,6 +56,7 @@ def test_demo_tells_the_whole_story(tmp_path: Path, gsm8k_dir: Path) -> None:
     for title in ("kveval compare", "kveval score", "kveval gate", "What you just saw"):
         assert title in result.stdout
     assert "kveval run --endpoint http://HOST:8000/v1" in result.stdout
+    assert "prompts divergence: q8_0 raised the mean per-token KL from 0 (f16-b)" in result.stdout
     assert "[3/3] candidate: q8_0 KV cache" in result.stderr
     kinds = {}
     for label in ("f16-a", "f16-b", "q8_0"):

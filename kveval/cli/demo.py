@@ -52,7 +52,8 @@ def suite_toml(sizes: Sizes) -> str:
         "# For a real rollout decision use tasks/rollout.toml (500 GSM8K questions,\n"
         "# long-context probes up to your server's context).\n\n"
         f'[[task]]\nname = "gsm8k"\nlimit = {sizes.gsm8k}\n\n'
-        f'[[task]]\nname = "prompts"\nlimit = {sizes.prompts}\n\n'
+        f'[[task]]\nname = "prompts"\nlimit = {sizes.prompts}\n'
+        "logprobs = 5   # top-5 log-probabilities: compare measures token divergence\n\n"
         f'[[task]]\nname = "needle"\n{needle_limit}'
         f"lengths = {list(sizes.needle_lengths)}\n"
         f"depths = {list(sizes.needle_depths)}\n"
@@ -144,6 +145,9 @@ What you just saw ({wall_s / 60:.1f} minutes)
     server that batches requests usually changes a few answers.)
     A changed answer is not a wrong one: read them side by side with
     kveval compare {out}/{BASELINE}-a.jsonl {out}/{candidate}.jsonl --show 5
+  - token divergence (the prompts run with --logprobs 5): how far each next-token
+    distribution moved (KL in nats, top-1 agreement), next to the restart's; it sees a
+    quantized cache long before answers change.
   - score: accuracy with 95% intervals, and on the same questions the paired difference:
     which loss this sample rules out, and which it cannot (a small sample rules out little).
 {gate_line}
