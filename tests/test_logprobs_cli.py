@@ -259,3 +259,18 @@ def test_teacher_force_excludes_tasks(capsys: Any, tmp_path: Path) -> None:
     code, _, err = kveval(capsys, "run", "--teacher-force", str(tmp_path / "b.jsonl"),
                           "--task", "gsm8k")
     assert code == 2 and "drop --task" in err
+
+
+def test_malformed_log_probabilities_in_a_file_are_one_line(
+        capsys: Any, three_runs: dict[str, Path], tmp_path: Path) -> None:
+    lines = three_runs["cand"].read_text().splitlines()
+    item = json.loads(lines[1])
+    item["logprobs"]["top_logprobs"][0] = ["not", "numbers"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], json.dumps(item), *lines[2:]]) + "\n")
+    code, _, err = kveval(capsys, "compare", str(three_runs["base"]), str(bad))
+    assert code == 2 and "malformed logprobs" in err and "Traceback" not in err
+    item["logprobs"] = {"tokens": ["a"]}
+    bad.write_text("\n".join([lines[0], json.dumps(item), *lines[2:]]) + "\n")
+    code, _, err = kveval(capsys, "compare", str(three_runs["base"]), str(bad))
+    assert code == 2 and "malformed logprobs" in err

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from kveval.errors import RunFileError
+
 ALPHA = 0.05
 TINY = 1e-12  # a probability below what 4-decimal log-probabilities resolve
 
@@ -105,7 +107,7 @@ def _top1(lp: Mapping[str, Any], i: int) -> str | None:
 
 
 def _token_logprob(lp: Mapping[str, Any], i: int, token: str) -> float | None:
-    if lp["tokens"][i] == token:
+    if lp["tokens"][i] == token and lp["logprobs"][i] is not None:
         return float(lp["logprobs"][i])
     alternatives = dict(zip(lp["top_tokens"][i], lp["top_logprobs"][i], strict=False))
     return float(alternatives[token]) if token in alternatives else None
@@ -121,11 +123,11 @@ def compared_positions(base: Mapping[str, Any], other: Mapping[str, Any]) -> tup
 
 def position(base: Mapping[str, Any], other: Mapping[str, Any], i: int) -> Position:
     token = base["tokens"][i]
-    theirs = _token_logprob(other, i, token)
+    mine, theirs = _token_logprob(base, i, token), _token_logprob(other, i, token)
     return Position(
         kl=kl_topk(top_distribution(base, i), top_distribution(other, i)),
         top1_same=_top1(base, i) == _top1(other, i),
-        dlogp=None if theirs is None else abs(float(base["logprobs"][i]) - theirs),
+        dlogp=None if mine is None or theirs is None else abs(mine - theirs),
     )
 
 
@@ -169,12 +171,31 @@ def summarize(items: Sequence[ItemDivergence]) -> Divergence:
     )
 
 
+ARRAYS = ("tokens", "logprobs", "top_tokens", "top_logprobs")
+
+
+def check_record(record: Any) -> Mapping[str, Any]:
+    """A record's log-probabilities, or RunFileError when they are not the compact shape."""
+    lp = record.logprobs
+    ok = isinstance(lp, Mapping) and all(isinstance(lp.get(key), list) for key in ARRAYS)
+    if not ok or len({len(lp[key]) for key in ARRAYS}) != 1:
+        raise RunFileError(f"{record.task} {record.item_id}: malformed logprobs (want parallel "
+                           f"arrays {', '.join(ARRAYS)})")
+    return lp
+
+
 def per_item(pairs: Sequence[tuple[Any, Any]]) -> list[ItemDivergence]:
     """(baseline record, other record) pairs -> per-item divergences, where both have
     log-probabilities."""
-    found = (item_divergence(a.key, a.logprobs, b.logprobs) for a, b in pairs
-             if a.logprobs and b.logprobs)
+    found = (_compared(a, b) for a, b in pairs if a.logprobs and b.logprobs)
     return [item for item in found if item is not None]
+
+
+def _compared(a: Any, b: Any) -> ItemDivergence | None:
+    try:
+        return item_divergence(a.key, check_record(a), check_record(b))
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+        raise RunFileError(f"{a.task} {a.item_id}: malformed logprobs ({exc})") from None
 
 
 def kl_test(candidate: Sequence[ItemDivergence], noise: Sequence[ItemDivergence],
