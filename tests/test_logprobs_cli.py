@@ -274,3 +274,20 @@ def test_malformed_log_probabilities_in_a_file_are_one_line(
     bad.write_text("\n".join([lines[0], json.dumps(item), *lines[2:]]) + "\n")
     code, _, err = kveval(capsys, "compare", str(three_runs["base"]), str(bad))
     assert code == 2 and "malformed logprobs" in err
+
+
+def test_teacher_forcing_limit_and_errors_in_the_baseline(capsys: Any, prompts: Path,
+                                                          tmp_path: Path) -> None:
+    base = tmp_path / "base.jsonl"
+    with serve(BASE_TOP) as server:
+        run(capsys, server, prompts, base, "--api", "completions")
+    lines = base.read_text().splitlines()
+    failed = json.loads(lines[1]) | {"status": "error", "output": None, "error": "HTTP 503"}
+    base.write_text("\n".join([lines[0], json.dumps(failed), *lines[2:]]) + "\n")
+    with forced(BASE_TOP) as server:
+        code, _, err = kveval(capsys, "run", "--endpoint", server.base_url, "--teacher-force",
+                              str(base), "--limit", "5", "-o", str(tmp_path / "tf.jsonl"))
+    assert code == 0, err
+    items = read_run(tmp_path / "tf.jsonl").items
+    assert len(items) == 5  # the first five answered items; the failed one is not forced
+    assert failed["item_id"] not in {item.item_id for item in items}

@@ -76,9 +76,10 @@ def forced_records(baseline: Run, limit: int | None) -> list[ItemRecord]:
     kept: list[ItemRecord] = []
     counts: dict[str, int] = {}
     for record in baseline.items:
-        if record.ok and record.output is not None and counts.get(record.task, 0) < (
-                limit or len(baseline.items)):
-            counts[record.task] = counts.get(record.task, 0) + 1
+        if not record.ok or record.output is None:
+            continue
+        counts[record.task] = counts.get(record.task, 0) + 1
+        if limit is None or counts[record.task] <= limit:
             kept.append(record)
     if not kept:
         raise UsageError(f"{baseline.path}: no answered items to teacher-force")
