@@ -65,7 +65,7 @@ def echo(shifted: bool) -> dict:
 
 @pytest.mark.parametrize("shifted", [False, True])
 def test_answer_slice_is_aligned_either_way(shifted: bool) -> None:
-    got = answer_logprobs(echo(shifted), len(PROMPT), len(PROMPT) + len(ANSWER), 2)
+    got = answer_logprobs(echo(shifted), ANSWER, "\n", 2)
     assert got["tokens"] == [" 2", "."]
     assert got["top_tokens"] == [[" 2", " 3"], [".", "!"]]
     assert got["logprobs"] == [-0.1, -0.2]
@@ -73,13 +73,29 @@ def test_answer_slice_is_aligned_either_way(shifted: bool) -> None:
 
 def test_an_echo_that_cannot_be_aligned_is_an_error() -> None:
     data = echo(False)
-    data["top_logprobs"][-1] = {"other": -0.01}
+    data["top_logprobs"] = [None] + [{"other": -0.01}] * 4
     with pytest.raises(ValueError, match="align"):
-        answer_logprobs(data, len(PROMPT), len(PROMPT) + len(ANSWER), 2)
+        answer_logprobs(data, ANSWER, "\n", 2)
+
+
+def test_offsets_are_anchored_at_the_end() -> None:
+    # llama-cpp-python: a chat template's special tokens take no characters in its offsets
+    data = echo(False)
+    data["text_offset"] = [o - 5 for o in data["text_offset"]]
+    assert answer_logprobs(data, ANSWER, "\n", 2)["tokens"] == [" 2", "."]
+    data = echo(False)  # the generated token left out of the list (llama-cpp-python)
+    for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
+        data[key] = data[key][:-1]
+    assert answer_logprobs(data, ANSWER, "\n", 2)["tokens"] == [" 2", "."]
 
 
 def test_an_echo_without_prompt_positions_is_an_error() -> None:
     only_generated = {"tokens": ["\n"], "token_logprobs": [-0.1],
                       "top_logprobs": [{"\n": -0.1}]}
     with pytest.raises(ValueError, match="echo"):
-        answer_logprobs(only_generated, len(PROMPT), len(PROMPT) + len(ANSWER), 2)
+        answer_logprobs(only_generated, ANSWER, "\n", 2)
+
+
+def test_tokens_that_do_not_spell_the_answer_are_an_error() -> None:
+    with pytest.raises(ValueError, match="spell"):
+        answer_logprobs(echo(False), " 3.", "\n", 2)

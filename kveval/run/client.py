@@ -118,7 +118,7 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
     logprobs: dict[str, Any] | None = None
     try:
         if span is not None:
-            text, logprobs = text[span[0]:span[1]], _forced(choice, span, k)
+            text, logprobs = text[span[0]:span[1]], _forced(choice, text, span, k)
         elif k:
             logprobs = compact(choice.get("logprobs"), k)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
@@ -129,10 +129,11 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
                  logprobs=logprobs)
 
 
-def _forced(choice: Any, span: Span, k: int) -> dict[str, Any]:
-    if not isinstance(choice.get("logprobs"), dict):
-        raise ValueError("the server returned no log-probabilities for the echo")
-    return answer_logprobs(choice["logprobs"], span[0], span[1], k)
+def _forced(choice: Any, text: str, span: Span, k: int) -> dict[str, Any]:
+    """Teacher forcing: the answer's log-probabilities in an echo of prompt + answer."""
+    if not isinstance(choice.get("logprobs"), dict) or len(text) < span[1]:
+        raise ValueError("the server did not echo the prompt with its log-probabilities")
+    return answer_logprobs(choice["logprobs"], text[span[0]:span[1]], text[span[1]:], k)
 
 
 async def send(client: AsyncOpenAI, body: dict[str, Any], span: Span | None = None) -> Reply:

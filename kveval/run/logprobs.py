@@ -107,31 +107,44 @@ def _top1(top: Mapping[str, float] | None) -> str | None:
 
 
 def shift_of(tokens: Sequence[str], tops: Sequence[Mapping[str, float] | None]) -> int:
-    """0 when each position holds its own distribution, 1 when it holds the next one's."""
-    generated = tokens[-1]
-    if _top1(tops[-1]) == generated:
+    """0 when each position holds its own distribution, 1 when it holds the next one's.
+
+    Under the right alignment a token is often its position's top-1 (the answer's tokens
+    were greedy choices); under the wrong one it rarely is. One must win clearly."""
+    aligned = sum(_top1(tops[i]) == tokens[i] for i in range(1, len(tokens)))
+    shifted = sum(_top1(tops[i - 1]) == tokens[i] for i in range(1, len(tokens)))
+    if aligned > 2 * shifted:
         return 0
-    if len(tops) > 1 and _top1(tops[-2]) == generated:
+    if shifted > 2 * aligned:
         return 1
-    raise ValueError("cannot align the echoed log-probabilities: the generated token is not "
-                     "the top-1 of its position")
+    raise ValueError(f"cannot align the echoed log-probabilities (a token is its own "
+                     f"position's top-1 {aligned} times, the next position's {shifted} times)")
 
 
-def answer_logprobs(data: Mapping[str, Any], start: int, end: int, k: int) -> dict[str, Any]:
-    """The compact log-probabilities of the tokens in characters [start, end) of an echo."""
-    tokens, offsets = list(data["tokens"]), data.get("text_offset")
+def answer_logprobs(data: Mapping[str, Any], answer: str, generated: str,
+                    k: int) -> dict[str, Any]:
+    """The compact log-probabilities of an echo's answer: the tokens that spell `answer`,
+    which the echoed text follows with `generated` (the server's one new token).
+
+    Offsets are anchored at the end of the text: llama-cpp-python counts them in its
+    detokenized text, where a chat template's special tokens take no characters, and may
+    leave the generated token out of the list; both placements of the end are tried."""
+    tokens, offsets = [str(t) for t in data["tokens"]], data.get("text_offset")
     if not isinstance(offsets, list) or len(offsets) != len(tokens) or len(tokens) < 2:
         raise ValueError("the server returned no echoed log-probabilities with offsets "
                          "(llama.cpp's llama-server does not echo them)")
     tops = list(data.get("top_logprobs") or [None] * len(tokens))
     shift = shift_of(tokens, tops)
-    picked = [i for i, offset in enumerate(offsets) if start <= offset < end and i >= shift]
-    if not picked:
-        raise ValueError("the echoed log-probabilities do not reach the answer")
+    last = int(offsets[-1]) + len(tokens[-1])
+    for end in dict.fromkeys((last - len(generated), last)):
+        picked = [i for i, offset in enumerate(offsets)
+                  if end - len(answer) <= int(offset) < end and i >= shift]
+        if picked and "".join(tokens[i] for i in picked) == answer:
+            break
+    else:
+        raise ValueError("the echoed tokens do not spell the answer")
     dists = [tops[i - shift] or {} for i in picked]
     chosen = [data["token_logprobs"][i] if shift == 0 else dists[n].get(tokens[i])
               for n, i in enumerate(picked)]
     return from_legacy({"tokens": [tokens[i] for i in picked], "token_logprobs": chosen,
                        "top_logprobs": dists}, k, keep_unknown=True)
-
-

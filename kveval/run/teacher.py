@@ -6,15 +6,17 @@ rejects 0), and the log-probabilities of the answer's tokens are kept: every pos
 answer is then conditioned on the same text in both runs, so two teacher-forced runs compare
 over the whole answer (llama.cpp's `perplexity --kl-divergence`, over an API).
 
-The answer's tokens are those whose `text_offset` falls inside the answer's characters. A chat
-item's prompt is first rendered with the model's chat template; kveval can do that for the
-embedded engine (the GGUF's own template, as llama-cpp-python's server applies it), not for
-another server. llama.cpp's llama-server does not return echoed log-probabilities at all.
+The answer's tokens are those whose `text_offset` falls inside the answer's characters,
+counted back from the end of the echoed text (llama-cpp-python's offsets skip the special
+tokens of a chat template). A chat item's prompt is first rendered with the model's chat
+template; kveval can do that for the embedded engine (the GGUF's own template, as
+llama-cpp-python's server applies it), not for another server. llama.cpp's llama-server does
+not return echoed log-probabilities at all.
 
-Alignment is checked, not assumed: at temperature 0 the one generated token is the top-1 of
-its own position. llama-cpp-python shifts echoed positions by one when the prompt does not
-start with the model's BOS token (each position then holds the next position's
-distribution); kveval detects that on the generated token and shifts back.
+Alignment is checked, not assumed: a token is often the top-1 of its own position and rarely
+the top-1 of the next one. llama-cpp-python shifts echoed positions by one when the prompt
+does not start with the model's BOS token (each position then holds the next position's
+distribution); kveval detects which holds and shifts back.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def forced_records(baseline: Run, limit: int | None) -> list[ItemRecord]:
     kept: list[ItemRecord] = []
     counts: dict[str, int] = {}
     for record in baseline.items:
-        if not record.ok or record.output is None:
+        if not record.ok or not record.output:  # an empty answer has no tokens to score
             continue
         counts[record.task] = counts.get(record.task, 0) + 1
         if limit is None or counts[record.task] <= limit:
