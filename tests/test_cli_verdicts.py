@@ -360,7 +360,7 @@ def test_score_counts_errors_apart(tmp_path, capsys):
 def test_score_markdown(runs, capsys):
     code, out, _ = kveval(["score", runs["bf16a"], "--markdown"], capsys)
     assert out.startswith("### kveval score: bf16a")
-    assert "| gsm8k | flexible | 459/500  91.8%  89.1 to 93.9 | 0 |" in out
+    assert r"| gsm8k | flexible | 459/500  91\.8%  89\.1 to 93\.9 | 0 |" in out
 
 
 # ---------------------------------------------------------------- help and start-up

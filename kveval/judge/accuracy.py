@@ -1,0 +1,157 @@
+"""Accuracy per task (Wilson 95% intervals) and the paired view of two runs on the same items
+(exact McNemar, Tango's interval for the difference, the largest loss not ruled out)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kveval.errors import IncomparableError
+from kveval.formats.records import ItemRecord
+from kveval.judge.compare import Pair, Pairing, Side, by_task, pair_sides
+from kveval.judge.setup import Setup, inspect_setup
+from kveval.judge.stats import (
+    Interval,
+    PairedTable,
+    largest_loss,
+    mcnemar_exact,
+    paired_difference_ci,
+    paired_table,
+    wilson,
+)
+
+METRICS = {"flexible": "correct", "strict": "correct_strict"}  # metric -> ItemRecord field
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    correct: int
+    n: int
+    interval: Interval  # Wilson 95%
+
+    @property
+    def rate(self) -> float | None:
+        return self.correct / self.n if self.n else None
+
+
+def accuracy(correct: int, n: int) -> Accuracy:
+    return Accuracy(correct, n, wilson(correct, n))
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    task: str
+    items: int
+    errors: int  # error items: counted apart, never scored as wrong
+    unscored: int  # answered, but without ground truth
+    flexible: Accuracy | None  # from `correct`; None when the task has no ground truth
+    strict: Accuracy | None  # from `correct_strict`; None when the task has no strict match
+
+
+def _accuracy_of(values: Sequence[bool | None]) -> Accuracy | None:
+    scored = [v for v in values if v is not None]
+    return accuracy(sum(scored), len(scored)) if scored else None
+
+
+def score_side(side: Side) -> tuple[TaskScore, ...]:
+    tasks: dict[str, list[ItemRecord]] = {}
+    for item in side.items:
+        tasks.setdefault(item.task, []).append(item)
+    scores = []
+    for task, items in tasks.items():
+        answered = [i for i in items if i.ok]
+        scores.append(TaskScore(
+            task=task,
+            items=len(items),
+            errors=len(items) - len(answered),
+            unscored=sum(i.correct is None for i in answered),
+            flexible=_accuracy_of([i.correct for i in answered]),
+            strict=_accuracy_of([i.correct_strict for i in answered]),
+        ))
+    return tuple(scores)
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Baseline vs candidate accuracy on the same items of one task."""
+
+    task: str
+    metric: str  # "flexible" or "strict"
+    baseline: Accuracy
+    candidate: Accuracy
+    table: PairedTable
+    difference: Interval  # candidate minus baseline, Tango 95% score interval
+    p_value: float  # exact McNemar
+
+    @property
+    def overlap(self) -> bool:
+        return self.baseline.interval.overlaps(self.candidate.interval)
+
+    @property
+    def largest_loss(self) -> float:
+        """The largest loss (a fraction) the paired data cannot rule out."""
+        return largest_loss(self.difference)
+
+
+def paired_accuracy(task: str, pairs: Sequence[Pair], metric: str) -> PairedComparison | None:
+    """None when no pair has this metric on both sides."""
+    field = METRICS[metric]
+    values = [(getattr(p.base, field), getattr(p.other, field)) for p in pairs]
+    scored = [(a, b) for a, b in values if a is not None and b is not None]
+    if not scored:
+        return None
+    table = paired_table([a for a, _ in scored], [b for _, b in scored])
+    return PairedComparison(
+        task=task,
+        metric=metric,
+        baseline=accuracy(table.baseline_correct, table.n),
+        candidate=accuracy(table.candidate_correct, table.n),
+        table=table,
+        difference=paired_difference_ci(table),
+        p_value=mcnemar_exact(table.lost, table.gained),
+    )
+
+
+def compare_accuracy(pairing: Pairing) -> tuple[PairedComparison, ...]:
+    """Every task's paired comparison, flexible then strict where the task has one."""
+    found = []
+    for task, pairs in by_task(pairing.pairs).items():
+        for metric in METRICS:
+            comparison = paired_accuracy(task, pairs, metric)
+            if comparison is not None:
+                found.append(comparison)
+    return tuple(found)
+
+
+def judged_accuracy(pairing: Pairing, metric: str) -> tuple[PairedComparison, ...]:
+    """One comparison per task with ground truth, on the metric the gate judges; a task
+    without a strict match is judged on its only one."""
+    found = []
+    for task, pairs in by_task(pairing.pairs).items():
+        comparison = (paired_accuracy(task, pairs, metric)
+                      or paired_accuracy(task, pairs, "flexible"))
+        if comparison is not None:
+            found.append(comparison)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class ScoreReport:
+    run: Side
+    scores: tuple[TaskScore, ...]
+    baseline: Side | None = None
+    setup: Setup | None = None
+    pairing: Pairing | None = None
+    accuracy: tuple[PairedComparison, ...] = ()
+
+
+def score_report(run: Side, baseline: Side | None = None) -> ScoreReport:
+    scores = score_side(run)
+    if baseline is None:
+        return ScoreReport(run, scores)
+    setup = inspect_setup(baseline, run)
+    pairing = pair_sides(baseline, run)
+    if not pairing.pairs:
+        raise IncomparableError(f"no paired items: {baseline.path} and {run.path} share no "
+                                "answered (task, item_id)")
+    return ScoreReport(run, scores, baseline, setup, pairing, compare_accuracy(pairing))

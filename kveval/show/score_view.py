@@ -1,0 +1,66 @@
+"""`kveval score` as blocks: accuracy per task, and with a baseline the paired view."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kveval.judge.verdict import PairedComparison, ScoreReport, TaskScore
+from kveval.show.blocks import Block, Heading, Note, Table
+from kveval.show.sections import pairing_line, setup_blocks, sides_block
+from kveval.show.words import accuracy_text, overlap_sentence, paired_sentence
+
+TaskExtras = Mapping[str, Sequence[Block]]  # per task: sections appended below its score
+
+
+def _metric_label(score: TaskScore, metric: str) -> str:
+    return metric if score.strict is not None else ""
+
+
+def score_rows(scores: Sequence[TaskScore]) -> tuple[tuple[str, ...], ...]:
+    rows = []
+    for s in scores:
+        if s.flexible is None:
+            continue
+        rows.append((s.task, _metric_label(s, "flexible"), accuracy_text(s.flexible),
+                     str(s.errors)))
+        if s.strict is not None:
+            rows.append((s.task, "strict", accuracy_text(s.strict), str(s.errors)))
+    return tuple(rows)
+
+
+def unscored_lines(scores: Sequence[TaskScore]) -> list[str]:
+    return [f"{s.task}: {s.unscored} answered, no ground truth; {s.errors} errors"
+            for s in scores if s.flexible is None]
+
+
+def paired_rows(comps: Sequence[PairedComparison], candidate: str) -> tuple[tuple[str, ...], ...]:
+    strict = {c.task for c in comps if c.metric == "strict"}
+    return tuple(
+        (c.task, c.metric if c.task in strict else "", accuracy_text(c.baseline),
+         accuracy_text(c.candidate), overlap_sentence(c, candidate))
+        for c in comps
+    )
+
+
+def score_blocks(r: ScoreReport, extras: TaskExtras | None = None) -> list[Block]:
+    blocks: list[Block] = [Heading(f"kveval score: {r.run.label}"),
+                           sides_block(("run", r.run), ("baseline", r.baseline))]
+    if r.run.truncated_tail and r.setup is None:
+        blocks.append(Note(f"{r.run.path}: the last line was cut short (a crash mid-write) "
+                           "and skipped"))
+    rows = score_rows(r.scores)
+    if rows:
+        blocks.append(Table(("task", "metric", "accuracy and 95% interval", "errors"), rows))
+    blocks += unscored_lines(r.scores)
+    for task, extra in (extras or {}).items():
+        if extra:
+            blocks += [Heading(task), *extra]
+    if r.baseline is None or r.pairing is None:
+        return blocks
+    base, cand = r.baseline.label, r.run.label
+    blocks += [Heading(f"against the baseline {base}"), *setup_blocks(r.setup)]
+    blocks.append(Table(("task", "metric", base, cand, "overlap verdict"),
+                        paired_rows(r.accuracy, cand)))
+    blocks += [f"{c.task} {c.metric}: {paired_sentence(c, base, cand)}" for c in r.accuracy]
+    blocks.append(pairing_line(r.pairing, base, cand))
+    return blocks
