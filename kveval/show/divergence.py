@@ -11,7 +11,8 @@ from typing import Any
 
 from kveval.judge.divergence import ALPHA, Divergence, KlTest, TaskDivergence
 from kveval.safe import one_line
-from kveval.show.report import Block, Heading, Table, p_text, pct
+from kveval.show.blocks import Block, Heading, Table
+from kveval.show.words import p_text, pct
 
 ESTIMATOR = ("KL(baseline || run) per token, over the tokens in both top-K sets plus one "
              "'any other token' outcome: a lower bound of the full-vocabulary KL")
