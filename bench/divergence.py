@@ -153,7 +153,7 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for task in tasks:
         for forced in (False, True):
-            for change in CHANGES[1:]:
+            for change in CHANGES:
                 try:
                     print(row(args.out, task, change, forced, rng))
                 except KvevalError as exc:  # a run not made yet (--no-runs)

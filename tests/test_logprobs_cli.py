@@ -150,7 +150,7 @@ def test_compare_measures_the_known_perturbation_against_the_noise_floor(
     assert div["test"]["p_value"] < 0.001 and div["test"]["higher"]
     code, text, _ = kveval(capsys, "compare", str(p["base"]), str(p["cand"]), "--noise",
                            str(p["noise"]))
-    assert "cand raised the mean per-token KL from 0 (noise) to 0.023 nats on 12 items" in text
+    assert "cand raised the mean per-token KL from 0 (noise) to 0.023 nats on 12 items (" in text
     assert "above the noise floor" in text
 
 
@@ -168,7 +168,8 @@ def test_gate_max_kl(capsys: Any, three_runs: dict[str, Path]) -> None:
     common = ["gate", "--baseline", str(p["base"]), "--candidate", str(p["cand"])]
     code, out, _ = kveval(capsys, *common, "--noise", str(p["noise"]), "--max-kl", "0.01")
     assert code == 1
-    assert "REGRESSION" in out and "--max-kl" in out
+    assert out.startswith("kveval gate: REGRESSION")
+    assert "gate: REGRESSION in prompts (--max-kl); exit 1" in out and "gate: PASS" not in out
     code, out, _ = kveval(capsys, *common, "--noise", str(p["noise"]), "--max-kl", "0.1",
                           "--json")
     data = json.loads(out)

@@ -62,8 +62,8 @@ def kl_sentence(t: TaskDivergence, candidate: str, noise: str | None) -> str:
     else:
         what = (f"{candidate}'s mean per-token KL of {nats(k.candidate_kl)} nats is no higher "
                 f"than {noise}'s {nats(k.noise_kl)}")
-    return (f"{what} on {k.items} items; {p_text(k.p_value)} (one-sided Wilcoxon on per-item "
-            f"means): {kl_verdict(k)}")
+    return (f"{what} on {k.items} items (mean of item means); {p_text(k.p_value)} (one-sided "
+            f"Wilcoxon on per-item means): {kl_verdict(k)}")
 
 
 def divergence_blocks(tasks: Sequence[TaskDivergence], candidate: str,
@@ -120,6 +120,7 @@ def amend_gate(blocks: list[Block], data: dict[str, Any],
     summary = f"gate: REGRESSION in {', '.join(failed)} (--max-kl); exit 1"
     if blocks and isinstance(blocks[0], Heading):
         blocks[0] = Heading("kveval gate: REGRESSION")
+    blocks[:] = [b for b in blocks if not (isinstance(b, str) and b.startswith("gate: PASS"))]
     blocks.append(summary)
     data.update(verdict="regression", exit_code=1, summary=summary)
     return 1
