@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from kveval.adapters import evidence, haystack, needle
 from kveval.adapters.base import Adapter, BuildContext, Message, TaskSpec
-from kveval.run.tokens import LinearModel, linear_counter
+from kveval.run.calibration import LinearModel, linear_counter
 
 LENGTHS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 GOAL_S = 1.0

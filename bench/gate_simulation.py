@@ -15,7 +15,11 @@ A regression of D points: the candidate additionally turns each right answer wro
 probability D / 90 (a fresh answer), so its expected accuracy is 90 - D. A drift of E points
 (tasks without ground truth): the candidate gives a fresh answer to E% more items.
 
-    .venv/bin/python bench/gate_simulation.py [--reps 4000] [--seed 0]
+The noise floor's own spread (bench/noise_spread.py): with the change rate varying from
+restart to restart (log-sd 0, 0.25, 0.5), the drift test's A/A false alarms and the drift it
+detects with 80% power, for 1, 2 and 3 noise runs.
+
+    .venv/bin/python bench/gate_simulation.py [--reps 4000] [--seed 0] [--spread-only]
 """
 
 from __future__ import annotations
@@ -254,16 +258,33 @@ def _drift_at(world: World, drift: float) -> float:
     return drift_rate(world, drift=drift)
 
 
+def spread(reps: int, seed: int) -> None:
+    import noise_spread
+
+    print(f"\nThe drift test when the change rate varies between restarts (medium instability, "
+          f"n = {noise_spread.N_ITEMS}, {reps} replicates).\nOne noise run: exact McNemar; two "
+          "or more: one-sided 95% prediction interval from the spread of the baseline's "
+          "setup.\nDrift: points of extra changed answers detected with 80% power.")
+    header = ["log-sd of the change rate", "noise runs", "A/A false alarms", "drift at 80% power"]
+    print_table(header, noise_spread.report(reps, seed))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=4000, help="replicates per estimate")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--spread-only", action="store_true",
+                        help="print only the noise-floor spread table")
     args = parser.parse_args()
+    if args.spread_only:
+        spread(max(500, args.reps // 2), args.seed)
+        return
     print(f"kveval gate simulation: accuracy {ACCURACY:.0%}, seed {args.seed}; "
           f"the default paired margin is {DEFAULT_MARGIN:g} points")
     false_alarms(args.reps, args.seed)
     boundary(args.reps, args.seed)
     detection(max(500, args.reps // 2), args.seed + 1)
+    spread(max(500, args.reps // 2), args.seed + 2)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from kveval.cli.cli import cli, main
-from kveval.formats.records import ItemRecord, RunHeader, create_run
+from kveval.formats.records import ItemRecord, RunHeader
+from kveval.formats.writer import create_run
 from kveval.judge.verdict import DEFAULT_MARGIN
 
 TASKS = [
@@ -194,10 +195,10 @@ def test_gate_different_sampling_exits_2(runs, tmp_path, capsys):
 
 def test_gate_error_rate_exits_2_unless_allowed(runs, tmp_path, capsys):
     other = write(tmp_path / "other.jsonl", header("other", fingerprint=fingerprint("fp8")),
-                  gsm8k_items(500, set(range(41)), errors={5, 9}))
+                  gsm8k_items(500, set(range(41)), errors={5, 9}) + prompt_items(60, set()))
     args = ["gate", "--baseline", runs["bf16a"], "--candidate", other]
     code, out, err = kveval(args, capsys)
-    assert_cannot_judge(code, out, err, "2 of 500 items are errors (0.4%)")
+    assert_cannot_judge(code, out, err, "2 of 560 items are errors (0.4%)")
     code, out, _ = kveval(args + ["--max-error-rate", "0.01"], capsys)
     assert code == 0 and "2 left out as errors" in out
 

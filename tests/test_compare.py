@@ -55,8 +55,10 @@ def test_pair_properties():
     assert pair.first_difference == 15
     same = Pair(item("1", "x"), item("1", "x"))
     assert same.identical and same.first_difference is None
-    missing = Pair(item("1", None), item("1", ""))
-    assert missing.identical
+    missing = Pair(item("1", None), item("1", ""))  # no answer text is never identical
+    assert not missing.identical and missing.prefix_ratio == 0.0
+    both_null = Pair(item("1", None), item("1", None))
+    assert not both_null.identical
 
 
 def test_pairing_by_task_and_item_id_in_any_order():

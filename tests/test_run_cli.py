@@ -333,7 +333,7 @@ def test_ctrl_c_leaves_a_valid_file_that_resume_completes(gsm8k_dir: Path, tmp_p
         assert 5 <= len(partial.items) < 400
         done = len(partial.items)
         slow.behaviour.latency_s = 0.0
-        resumed = subprocess.run(argv + ["--resume", "--concurrency", "32"], capture_output=True,
+        resumed = subprocess.run(argv + ["--resume"], capture_output=True,
                                  env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert len(read_run(out).items) == 400

@@ -73,3 +73,15 @@ def test_json_keeps_strings_as_they_are(evil, capsys):
 
     _, out, _ = kveval(["compare", evil["a"], evil["b"], "--json"], capsys)
     assert json.loads(out)["baseline"]["label"] == EVIL_LABEL
+
+
+def test_grid_sections_escape_a_hostile_task_name(tmp_path, capsys):
+    task = "# evil [l](http://e)"
+    items = [ItemRecord(task=task, item_id=f"n{i}", prompt_sha256=f"n{i}", request={},
+                        status="ok", output="1234567", correct=i % 2 == 0,
+                        meta={"target_tokens": 1024, "depth": 50, "measured_tokens": 1000})
+             for i in range(4)]
+    path = write(tmp_path / "g.jsonl", header("g"), items)
+    code, out, _ = kveval(["score", path, "--markdown"], capsys)
+    assert code == 0 and "accuracy by context length" in out
+    assert "[l](http://e)" not in out and not re.search(r"(^|\*\*)# ", out, re.M)

@@ -14,14 +14,8 @@ import pytest
 from kveval.adapters import evidence, needle
 from kveval.adapters.base import BuildContext, TaskSpec
 from kveval.errors import EndpointError
-from kveval.run.tokens import (
-    Calibrated,
-    LinearModel,
-    features,
-    fit_linear,
-    linear_counter,
-    make_token_counter,
-)
+from kveval.run.calibration import Calibrated, LinearModel, features, fit_linear, linear_counter
+from kveval.run.tokens import make_token_counter
 
 # The fake model's tokenizer: special tags, letter runs, digits in groups of up to three
 # (as Llama 3 splits numbers), and each other symbol alone.

@@ -167,8 +167,21 @@ def test_item_set_settings_do_not_matter():
 def test_error_rate_above_the_limit_cannot_be_judged():
     items = [gsm8k(0, True), gsm8k(1, True, status="error")]
     with pytest.raises(IncomparableError, match=r"1 of 2 items are errors \(50.0%\)"):
-        check_error_rate([run("a", items)], 0.0)
-    check_error_rate([run("a", items)], 0.5)
+        check_error_rate(run("a", items), [], 0.0)
+    check_error_rate(run("a", items), [], 0.5)
+
+
+def test_missing_items_count_with_errors_against_the_limit():
+    base = run("a", accuracy_items(100, set()))
+    cut_short = run("b", accuracy_items(20, set()))
+    with pytest.raises(IncomparableError,
+                       match=r"b.jsonl: 0 of 100 items are errors and 80 missing \(80.0%\)"):
+        gate(base, cut_short, max_error_rate=0.02)
+    one_error = run("c", accuracy_items(99, set()) + [gsm8k(99, True, status="error")])
+    with pytest.raises(IncomparableError, match=r"1 of 100 items are errors and 1 missing"):
+        check_error_rate(base, [run("c", list(one_error.items)[:98] + [one_error.items[-1]])],
+                         0.01)
+    check_error_rate(base, [one_error], 0.01)
 
 
 # ---------------------------------------------------------------- accuracy
@@ -292,17 +305,20 @@ def test_gate_drift_within_the_noise_floor_passes():
     assert gate(base, cand, noise).passed
 
 
-def test_gate_does_not_judge_drift_on_a_task_the_noise_run_lacks():
+def test_gate_cannot_judge_when_the_noise_run_lacks_a_task():
     base, cand, _ = drift_runs(30, 0)
     noise = run("n", accuracy_items(10, set()) + [prompt(0, "text 0")])
     noise_without_prompts = run("n", accuracy_items(10, set()))
-    assert gate(base, cand, noise).decisions[0].rule == "drift"
+    assert gate(base, cand, noise, max_error_rate=1.0).decisions[0].rule == "drift"
     base_both = run("a", list(base.items) + accuracy_items(10, set()))
     cand_both = run("b", list(cand.items) + accuracy_items(10, set()),
                     fingerprint=fp8_fingerprint())
-    report = gate(base_both, cand_both, noise_without_prompts)
-    assert [(d.task, d.rule) for d in report.decisions] == [("prompts", None),
-                                                            ("gsm8k", "overlap")]
+    missing = "cannot judge: noise run n has no prompts; the baseline has 200 items"
+    with pytest.raises(IncomparableError, match=missing):
+        gate(base_both, cand_both, noise_without_prompts)
+    report = gate(base_both, cand_both, noise_without_prompts, skip=("prompts",))
+    assert [(d.task, d.rule, d.skipped) for d in report.decisions] == [
+        ("prompts", None, True), ("gsm8k", "overlap", False)]
 
 
 def test_gate_with_nothing_to_judge_cannot_judge():

@@ -16,6 +16,7 @@ from kveval.cli.demo import demo
 from kveval.cli.run import run, tasks
 from kveval.cli.verdicts import compare, gate, score
 from kveval.errors import EXIT_INPUT, KvevalError
+from kveval.safe import one_line
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = cli.main(args=argv, prog_name="kveval", standalone_mode=False)
     except KvevalError as exc:
-        click.echo(f"kveval: error: {exc}", err=True)
+        # Messages quote servers and files: control characters never reach the terminal.
+        click.echo(f"kveval: error: {one_line(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("kveval: interrupted", err=True)

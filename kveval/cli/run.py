@@ -16,7 +16,8 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
               help="A task to run (repeatable): gsm8k, prompts, needle, ... See `kveval tasks`.")
 @click.option("--suite", metavar="FILE.toml", help="A suite of tasks, e.g. tasks/rollout.toml.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N items of each task.")
-@click.option("--label", help="A name for this run, e.g. bf16a. Default: the output file's name.")
+@click.option("--label", help="A name for this run ([A-Za-z0-9._-]+), e.g. bf16a. Default: the "
+              "output file's name.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Run file to write "
               "(JSONL). Default: results/LABEL.jsonl.")
 @click.option("--concurrency", type=click.IntRange(min=1, max=4096), default=32, show_default=True,
@@ -27,13 +28,18 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 @click.option("--seed", type=int, default=1234, show_default=True,
               help="Sent with every request and recorded; also seeds sampled exemplars.")
 @click.option("--extra-body", metavar="JSON", help="JSON object merged into every request, e.g. "
-              "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}'.")
+              "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}'. Keys kveval sets "
+              "(model, prompt, temperature, max_tokens, stop, seed, ...) are refused.")
+@click.option("--setup", multiple=True, metavar="KEY=VALUE", help="State what the server does "
+              "not tell, e.g. --setup kv_cache=q8_0 (repeatable): recorded in the header and "
+              "shown in every setup diff.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
-              help="Seconds per request attempt.")
+              help="Seconds for a whole request attempt, a slowly trickled answer included.")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
-              help="Retries per request (503s, dropped connections, timeouts).")
+              help="Retries per request: 5xx, 408/409/429 (after Retry-After), refused or dropped "
+                   "connections, timeouts.")
 @click.option("--resume", is_flag=True, help="Continue an existing run file: send only missing "
-              "or failed items.")
+              "or failed items. Refused when it would drop items on file or mix setups.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run file.")
 @click.option("--data", metavar="DIR", help="GSM8K folder with train.jsonl and test.jsonl. "
               "Default: datasets.load_dataset('openai/gsm8k', 'main').")
@@ -66,7 +72,8 @@ def run(**options: object) -> int:
     Exit codes: 0 every item answered; 1 some items failed (--resume retries them);
     2 bad input or an endpoint that cannot serve the run.
     """
-    from kveval.run.session import RunOptions, run_session
+    from kveval.run.options import RunOptions
+    from kveval.run.session import run_session
 
     return run_session(RunOptions.from_cli(options))
 

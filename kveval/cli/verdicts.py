@@ -66,33 +66,45 @@ def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown
         click.echo(report.to_text(blocks), nl=False)
 
 
+def _noise_option(help_text: str) -> Callable[[F], F]:
+    return click.option("--noise", "noise", multiple=True, metavar="N", help=help_text)
+
+
+def _repeat_option(func: F) -> F:
+    return click.option(
+        "--candidate-repeat", "repeats", multiple=True, metavar="FILE",
+        help="Another run of the candidate's setup (repeatable): how much the candidate "
+             "disagrees with itself, reported beside the noise floor.")(func)
+
+
 @click.command()
 @click.argument("baseline", metavar="A")
 @click.argument("candidate", metavar="B")
-@click.option("--noise", metavar="N",
-              help="A second run of A's setup (e.g. after a restart): the noise floor.")
+@_noise_option("A run of A's setup restarted, best with --order shuffle (repeatable): the "
+               "noise floor. With two or more, their spread is the floor.")
+@_repeat_option
 @click.option("--show", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
               help="Print the K most diverged pairs side by side.")
 @_output_options
-def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json: bool,
-            markdown: bool) -> int:
+def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
+            show: int, as_json: bool, markdown: bool) -> int:
     """How many answers B changed from A, beside the noise floor N.
 
     \b
-    Per task: identical answers, mean shared-prefix ratio, median first difference, and
-    whether B drifts more than N does (exact McNemar on the same items).
-    A, B and N are kveval run files, or all JSON arrays of answer strings (paired by position).
+    Per task: identical answers, mean shared-prefix ratio, median first difference, whether
+    B drifts more than the noise floor, and collapse (truncated and empty answers, length
+    ratio, repetition). A, B and N are kveval run files, or all JSON arrays of answer
+    strings (paired by position).
     """
-    from kveval.judge.compare import check_same_format, compare_sides
+    from kveval.judge.compare import compare_sides
     from kveval.judge.verdict import inspect_setup
     from kveval.show import report
 
     _check_output(as_json, markdown)
     base, cand = _load(baseline), _load(candidate)
-    noise_side = _load(noise) if noise else None
-    check_same_format([base, cand] + ([noise_side] if noise_side else []))
-    setup = inspect_setup(base, cand, noise_side)
-    result = compare_sides(base, cand, noise_side, show=show)
+    noises, again = [_load(path) for path in noise], [_load(path) for path in repeats]
+    result = compare_sides(base, cand, show=show, noises=noises, repeats=again)
+    setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
     blocks, data = report.compare_blocks(setup, result), report.compare_json(setup, result)
     _with_divergence(result, blocks, data)
     _emit(blocks, data, as_json, markdown)
@@ -100,14 +112,15 @@ def compare(baseline: str, candidate: str, noise: str | None, show: int, as_json
 
 
 def _with_divergence(result: Any, blocks: list[Block], data: dict[str, Any],
-                     max_kl: float | None = None) -> int:
+                     max_kl: float | None = None, skip: Sequence[str] = ()) -> int:
     """Token divergence (runs with log-probabilities) added to a compare or gate report;
     returns the exit code --max-kl adds."""
     from kveval.judge.divergence import task_divergences
     from kveval.show import divergence as shown
 
     noise_pairs = result.noise_pairing.pairs if result.noise_pairing else None
-    tasks = task_divergences(result.pairing.pairs, noise_pairs, max_kl)
+    tasks = [t for t in task_divergences(result.pairing.pairs, noise_pairs, max_kl)
+             if t.task not in skip]
     cand, noise = result.candidate.label, result.noise.label if result.noise else None
     if max_kl is not None:
         _check_max_kl(tasks, noise)
@@ -173,9 +186,9 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
 @click.command()
 @click.option("--baseline", required=True, metavar="B", help="The run of the old setup.")
 @click.option("--candidate", required=True, metavar="C", help="The run of the new setup.")
-@click.option("--noise", metavar="N",
-              help="A second run of the old setup: drift beyond it fails tasks without "
-                   "ground truth.")
+@_noise_option("A run of the old setup restarted (repeatable): drift beyond the noise floor "
+               "fails tasks without ground truth; collapse is judged against it.")
+@_repeat_option
 @click.option("--policy", type=click.Choice(["overlap", "paired"]), default="overlap",
               show_default=True,
               help="overlap: the candidate's 95% interval overlaps the baseline's. paired: the "
@@ -188,19 +201,24 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
               help="Judge `correct` (GSM8K: the flexible match) or `correct_strict`.")
 @click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
               metavar="FRACTION",
-              help="Cannot judge a run whose share of error items exceeds this (0.02 = 2%).")
+              help="Cannot judge a run whose share of error or missing items exceeds this "
+                   "(0.02 = 2%).")
+@click.option("--skip", multiple=True, metavar="TASK",
+              help="Leave a task unjudged (repeatable), e.g. one too small for the margin.")
 @click.option("--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
-              help="Fail a task whose mean per-token KL exceeds the noise run's by more than "
-                   "NATS (one-sided Wilcoxon, p < 0.05). Needs --noise and --logprobs runs.")
+              help="Fail a task whose mean per-token KL exceeds the (first) noise run's by more "
+                   "than NATS (one-sided Wilcoxon, p < 0.05). Needs --noise and --logprobs runs.")
 @_output_options
-def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: float | None,
-         metric: str, max_error_rate: float, max_kl: float | None, as_json: bool,
-         markdown: bool) -> int:
+def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
+         policy: str, margin: float | None, metric: str, max_error_rate: float,
+         skip: tuple[str, ...], max_kl: float | None, as_json: bool, markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
-    Cannot judge: an unreadable run file, no paired items, a pair whose prompt differs,
-    different sampling parameters, or an error rate above --max-error-rate.
+    Every task of the baseline is judged. Cannot judge: an unreadable run file, a task
+    the candidate or a noise run lacks, no paired items, a pair whose prompt differs,
+    different sampling parameters, errors and missing items above --max-error-rate, or a
+    task too small for --policy paired's margin (unless --skip TASK).
     """
     from kveval.errors import KvevalError, UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
@@ -212,9 +230,10 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
         raise UsageError("--margin applies only to --policy paired")
     try:
         result = judge(
-            _load_run(baseline), _load_run(candidate), _load_run(noise) if noise else None,
-            policy=policy, margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
-            max_error_rate=max_error_rate,
+            _load_run(baseline), _load_run(candidate), policy=policy,
+            margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
+            max_error_rate=max_error_rate, noises=[_load_run(path) for path in noise],
+            repeats=[_load_run(path) for path in repeats], skip=skip,
         )
     except KvevalError as exc:
         if as_json:
@@ -222,7 +241,7 @@ def gate(baseline: str, candidate: str, noise: str | None, policy: str, margin: 
         raise
     blocks, data = report.gate_blocks(result), report.gate_json(result)
     try:
-        added = _with_divergence(result.comparison, blocks, data, max_kl)
+        added = _with_divergence(result.comparison, blocks, data, max_kl, skip)
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))

@@ -2,22 +2,38 @@
 
 Appending is the only write during a run, so a crash loses at most the line being
 written; `read_run` tolerates exactly that (a truncated last line) and nothing else.
-This module owns `SCHEMA_VERSION` and all run-file I/O.
+This module owns `SCHEMA_VERSION`, the records and reading; formats/writer.py writes.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from kveval.errors import RunFileError
 
 SCHEMA_VERSION = 1
+
+# Fingerprint keys whose values change at every server start, whatever the setup: kept out
+# of every setup diff and of the resume check. vLLM's /v1/models `created` time and
+# `permission` ids; llama-server's /props `media_marker` (a random string); uptimes and
+# start times; process ids.
+VOLATILE_KEYS = frozenset({
+    "created", "permission", "media_marker", "uptime", "uptime_s", "uptime_seconds",
+    "start_time", "started_at", "pid",
+})
+
+
+def stable(value: Any) -> Any:
+    """A fingerprint (or any JSON value) without its VOLATILE_KEYS, at every depth."""
+    if isinstance(value, dict):
+        return {k: stable(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [stable(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -33,6 +49,7 @@ class RunHeader:
     fingerprint: dict[str, Any]  # what the server reveals: /v1/models, /metrics, /props, engine
     created: str
     kveval_version: str
+    setup: dict[str, str] = field(default_factory=dict)  # what the user states: --setup K=V
     schema_version: int = SCHEMA_VERSION
     type: str = "run"
 
@@ -184,63 +201,6 @@ def is_answer_array(path: str | Path) -> bool:
             return fh.read(64).lstrip().startswith("[")
     except OSError:
         return False
-
-
-class RunWriter:
-    """Appends records to a run file, flushing each line so a crash loses at most one."""
-
-    def __init__(self, fh: IO[str], path: Path) -> None:
-        self._fh = fh
-        self.path = path
-
-    def append(self, item: ItemRecord) -> None:
-        self._fh.write(to_json(item) + "\n")
-        self._fh.flush()
-
-    def close(self) -> None:
-        self._fh.close()
-
-    def __enter__(self) -> RunWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def refuse_existing(path: Path) -> None:
-    """An existing run file is never touched without --resume or --overwrite."""
-    if path.exists():
-        raise RunFileError(f"{path}: exists; pass --resume to continue it or --overwrite "
-                           "to replace it")
-
-
-def create_run(path: str | Path, header: RunHeader, overwrite: bool = False) -> RunWriter:
-    """Start a new run file; refuse to touch an existing one unless overwrite is set."""
-    path = Path(path)
-    if not overwrite:
-        refuse_existing(path)
-    return _rewrite(path, header, [])
-
-
-def reopen_run(path: str | Path, header: RunHeader, keep: Iterable[ItemRecord]) -> RunWriter:
-    """Resume: atomically rewrite the file as header + kept items, then append to it."""
-    return _rewrite(Path(path), header, keep)
-
-
-def _rewrite(path: Path, header: RunHeader, keep: Iterable[ItemRecord]) -> RunWriter:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(to_json(header) + "\n")
-            for item in keep:
-                fh.write(to_json(item) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        return RunWriter(open(path, "a", encoding="utf-8"), path)  # noqa: SIM115
-    except OSError as exc:
-        raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
 def iter_items(runs: Iterable[Run]) -> Iterator[ItemRecord]:

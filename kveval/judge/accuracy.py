@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from kveval.errors import IncomparableError
 from kveval.formats.records import ItemRecord
+from kveval.judge.collapse import Collapse, collapse_of
 from kveval.judge.compare import Pair, Pairing, Side, by_task, pair_sides
 from kveval.judge.setup import Setup, inspect_setup
 from kveval.judge.stats import (
@@ -72,6 +73,48 @@ def score_side(side: Side) -> tuple[TaskScore, ...]:
 
 
 @dataclass(frozen=True)
+class WorstCase:
+    """The paired table with the candidate's errors (and missing items) on items the baseline
+    answered counted against it: a loss where the baseline was right, wrong in both where it
+    was wrong. Errors cannot hide losses."""
+
+    errors: int  # candidate-only errors and missing items among the baseline's scored answers
+    table: PairedTable
+    difference: Interval  # Tango 95%, as for the paired table
+
+    @property
+    def largest_loss(self) -> float:
+        return largest_loss(self.difference)
+
+
+def worst_case(table: PairedTable, baseline_values: Sequence[bool]) -> WorstCase:
+    """`baseline_values`: the baseline's scores on the items the candidate did not answer."""
+    right = sum(baseline_values)
+    worst = PairedTable(table.both, table.lost + right, table.gained,
+                        table.neither + len(baseline_values) - right)
+    return WorstCase(len(baseline_values), worst, paired_difference_ci(worst))
+
+
+def unanswered(base: Side, candidate: Side, task: str, field: str) -> list[bool]:
+    """The baseline's scores (`field`) on its answered items of `task` that the candidate
+    answered with an error or not at all."""
+    theirs = {item.key: item.ok for item in candidate.items if item.task == task}
+    return [bool(getattr(item, field)) for item in base.items
+            if item.task == task and item.ok and getattr(item, field) is not None
+            and not theirs.get(item.key, False)]
+
+
+def with_worst_case(comparisons: Sequence[PairedComparison], base: Side,
+                    candidate: Side) -> tuple[PairedComparison, ...]:
+    """Each comparison with its worst case, where the candidate has errors the baseline lacks."""
+    found = []
+    for c in comparisons:
+        values = unanswered(base, candidate, c.task, METRICS[c.metric])
+        found.append(replace(c, worst=worst_case(c.table, values)) if values else c)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
 class PairedComparison:
     """Baseline vs candidate accuracy on the same items of one task."""
 
@@ -82,6 +125,14 @@ class PairedComparison:
     table: PairedTable
     difference: Interval  # candidate minus baseline, Tango 95% score interval
     p_value: float  # exact McNemar
+    sole_metric: bool = False  # the task has one metric (no strict match): name it no further
+    worst: WorstCase | None = None  # candidate-only errors counted as losses
+
+    @property
+    def decisive(self) -> WorstCase:
+        """The table a policy decides on: the worst case (equal to the paired table when the
+        candidate has no error the baseline lacks)."""
+        return self.worst or WorstCase(0, self.table, self.difference)
 
     @property
     def overlap(self) -> bool:
@@ -112,14 +163,19 @@ def paired_accuracy(task: str, pairs: Sequence[Pair], metric: str) -> PairedComp
     )
 
 
+def _has_strict(pairs: Sequence[Pair]) -> bool:
+    return any(p.base.correct_strict is not None for p in pairs)
+
+
 def compare_accuracy(pairing: Pairing) -> tuple[PairedComparison, ...]:
     """Every task's paired comparison, flexible then strict where the task has one."""
     found = []
     for task, pairs in by_task(pairing.pairs).items():
+        sole = not _has_strict(pairs)
         for metric in METRICS:
             comparison = paired_accuracy(task, pairs, metric)
             if comparison is not None:
-                found.append(comparison)
+                found.append(replace(comparison, sole_metric=sole))
     return tuple(found)
 
 
@@ -131,7 +187,7 @@ def judged_accuracy(pairing: Pairing, metric: str) -> tuple[PairedComparison, ..
         comparison = (paired_accuracy(task, pairs, metric)
                       or paired_accuracy(task, pairs, "flexible"))
         if comparison is not None:
-            found.append(comparison)
+            found.append(replace(comparison, sole_metric=not _has_strict(pairs)))
     return tuple(found)
 
 
@@ -143,15 +199,27 @@ class ScoreReport:
     setup: Setup | None = None
     pairing: Pairing | None = None
     accuracy: tuple[PairedComparison, ...] = ()
+    collapse: dict[str, Collapse] = field(default_factory=dict)  # per task, the run's answers
+    baseline_collapse: dict[str, Collapse] = field(default_factory=dict)
+
+
+def collapse_by_task(side: Side) -> dict[str, Collapse]:
+    answered: dict[str, list[ItemRecord]] = {}
+    for item in side.items:
+        if item.ok:
+            answered.setdefault(item.task, []).append(item)
+    return {task: collapse_of(items) for task, items in answered.items()}
 
 
 def score_report(run: Side, baseline: Side | None = None) -> ScoreReport:
     scores = score_side(run)
     if baseline is None:
-        return ScoreReport(run, scores)
+        return ScoreReport(run, scores, collapse=collapse_by_task(run))
     setup = inspect_setup(baseline, run)
     pairing = pair_sides(baseline, run)
     if not pairing.pairs:
         raise IncomparableError(f"no paired items: {baseline.path} and {run.path} share no "
                                 "answered (task, item_id)")
-    return ScoreReport(run, scores, baseline, setup, pairing, compare_accuracy(pairing))
+    return ScoreReport(run, scores, baseline, setup, pairing,
+                       with_worst_case(compare_accuracy(pairing), baseline, run),
+                       collapse_by_task(run), collapse_by_task(baseline))

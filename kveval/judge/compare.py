@@ -3,141 +3,49 @@
 Runs are paired by (task, item_id). Per task: how many answers are identical, the mean
 shared-prefix ratio (common prefix length over the longer output, in characters, as the
 widely copied FP8 KV-cache tutorial script computes it) and the median position of the first
-difference. Given a noise run (the baseline setup restarted), the candidate's drift is tested
-against the noise run's on the same items: an exact McNemar test on the per-item indicator
-"identical to the baseline", noise vs candidate.
+difference. Given one noise run (the baseline setup restarted), the candidate's drift is
+tested against the noise run's on the same items: an exact McNemar test on the per-item
+indicator "identical to the baseline", noise vs candidate; the floor's own spread is then
+unknown. Given two or more, their spread is the floor (judge/floor.py). Drift is measured on
+the answer (`output`); a reasoning server's `reasoning` text is compared apart. Candidate
+repeats (more runs of the candidate's setup) show its own instability. Every task also gets
+its collapse figures (judge/collapse.py).
 """
 
 from __future__ import annotations
 
-import os
 import statistics
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from kveval.errors import IncomparableError, UsageError
-from kveval.formats.records import ItemRecord, Run, RunHeader
+from kveval.errors import IncomparableError
+from kveval.formats.records import ItemRecord
+from kveval.judge.collapse import TaskCollapse, collapse_of, discordant
+from kveval.judge.floor import SpreadTest, holm, spread_test
+from kveval.judge.pairs import (
+    Pair,
+    Pairing,
+    by_task,
+    most_diverged,
+    pair_sides,
+    prefix_ratio,
+    shared_prefix_length,
+)
+from kveval.judge.sides import (
+    ANSWERS_TASK,
+    Side,
+    check_same_format,
+    check_tasks,
+    side_from_answers,
+    side_from_run,
+)
 from kveval.judge.stats import mcnemar_exact
 
 ALPHA = 0.05  # drift beyond the noise floor: exact McNemar p below this
-ANSWERS_TASK = "answers"  # the task name given to the tutorial's JSON array of answers
 
-
-@dataclass(frozen=True)
-class Side:
-    """One run as judged: a kveval run file, or the tutorial's JSON array of answers."""
-
-    label: str
-    path: str
-    items: tuple[ItemRecord, ...]
-    header: RunHeader | None = None  # None for an array of answers
-    truncated_tail: bool = False  # the run file's last line was cut short and skipped
-    is_answer_array: bool = False
-
-    @property
-    def errors(self) -> int:
-        return sum(not item.ok for item in self.items)
-
-
-def side_from_run(run: Run) -> Side:
-    return Side(
-        label=run.header.label or run.path.stem,
-        path=str(run.path),
-        items=tuple(run.items),
-        header=run.header,
-        truncated_tail=run.truncated_tail,
-    )
-
-
-def side_from_answers(path: str, answers: Sequence[str]) -> Side:
-    """The tutorial's format: answers paired by position, as item ids "0", "1", ..."""
-    items = tuple(
-        ItemRecord(task=ANSWERS_TASK, item_id=str(i), prompt_sha256="", request={},
-                   status="ok", output=text)
-        for i, text in enumerate(answers)
-    )
-    label = os.path.splitext(os.path.basename(path))[0]
-    return Side(label=label, path=path, items=items, is_answer_array=True)
-
-
-def check_same_format(sides: Iterable[Side]) -> None:
-    """Arrays of answers pair only with arrays; run files only with run files."""
-    sides = list(sides)
-    if len({side.is_answer_array for side in sides}) > 1:
-        arrays = ", ".join(s.path for s in sides if s.is_answer_array)
-        raise UsageError(f"cannot pair a JSON array of answers ({arrays}) with kveval run files; "
-                         "give all arrays or all run files")
-
-
-def shared_prefix_length(a: str, b: str) -> int:
-    return len(os.path.commonprefix([a, b]))
-
-
-def prefix_ratio(a: str, b: str) -> float:
-    """Common prefix length over the longer text; two empty texts are identical (1.0)."""
-    longest = max(len(a), len(b))
-    return shared_prefix_length(a, b) / longest if longest else 1.0
-
-
-@dataclass(frozen=True)
-class Pair:
-    """The same item answered in the baseline and in another run."""
-
-    base: ItemRecord
-    other: ItemRecord
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.base.key
-
-    @property
-    def base_text(self) -> str:
-        return self.base.output or ""
-
-    @property
-    def other_text(self) -> str:
-        return self.other.output or ""
-
-    @property
-    def identical(self) -> bool:
-        return self.base_text == self.other_text
-
-    @property
-    def prefix_ratio(self) -> float:
-        return prefix_ratio(self.base_text, self.other_text)
-
-    @property
-    def first_difference(self) -> int | None:
-        """Character position of the first difference; None when the answers are identical."""
-        return None if self.identical else shared_prefix_length(self.base_text, self.other_text)
-
-
-@dataclass(frozen=True)
-class Pairing:
-    pairs: tuple[Pair, ...]  # answered (status ok) in both runs
-    only_base: int  # items only the baseline has
-    only_other: int  # items only the other run has
-    with_errors: int  # items in both runs, left out because at least one is an error
-
-
-def pair_sides(base: Side, other: Side) -> Pairing:
-    """Pair by (task, item_id); a pair whose prompts differ makes the runs incomparable."""
-    others = {item.key: item for item in other.items}
-    both = [(item, others[item.key]) for item in base.items if item.key in others]
-    mismatched = [a.key for a, b in both if a.prompt_sha256 != b.prompt_sha256]
-    if mismatched:
-        task, item_id = mismatched[0]
-        raise IncomparableError(
-            f"{len(mismatched)} paired item(s) have different prompts in {base.path} and "
-            f"{other.path} (prompt_sha256 differs), e.g. {task} {item_id}"
-        )
-    pairs = tuple(Pair(a, b) for a, b in both if a.ok and b.ok)
-    return Pairing(
-        pairs=pairs,
-        only_base=len(base.items) - len(both),
-        only_other=len(others) - len(both),
-        with_errors=len(both) - len(pairs),
-    )
+__all__ = ["ANSWERS_TASK", "Pair", "Pairing", "Side", "by_task", "check_same_format",
+           "check_tasks", "most_diverged", "pair_sides", "prefix_ratio", "shared_prefix_length",
+           "side_from_answers", "side_from_run"]
 
 
 @dataclass(frozen=True)
@@ -200,41 +108,27 @@ def noise_test(candidate: Sequence[Pair], noise: Sequence[Pair]) -> NoiseTest:
 class TaskDrift:
     task: str
     candidate: Drift
-    noise: Drift | None
-    test: NoiseTest | None
+    noise: Drift | None  # the first noise run
+    test: NoiseTest | None  # candidate vs the first noise run, item by item
     diverged: tuple[Pair, ...]  # the most diverged candidate pairs, most diverged first
+    noise_runs: tuple[Drift, ...] = ()  # every noise run against the baseline
+    between_noise: tuple[Drift, ...] = ()  # the noise runs against each other
+    spread: SpreadTest | None = None  # with two or more noise runs: their spread is the floor
+    instability: tuple[Drift, ...] = ()  # each candidate repeat against the candidate
+    reasoning: Drift | None = None  # the reasoning text, where a run recorded one
+    collapse: TaskCollapse | None = None
 
 
 @dataclass(frozen=True)
 class Comparison:
     base: Side
     candidate: Side
-    noise: Side | None
+    noise: Side | None  # the first noise run
     pairing: Pairing
     noise_pairing: Pairing | None
     tasks: tuple[TaskDrift, ...]
-
-
-def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
-    changed = [p for p in pairs if not p.identical]
-    return tuple(sorted(changed, key=lambda p: (p.prefix_ratio, p.key))[:count])
-
-
-def by_task(pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
-    grouped: dict[str, list[Pair]] = {}
-    for pair in pairs:
-        grouped.setdefault(pair.key[0], []).append(pair)
-    return grouped
-
-
-def _task_drift(task: str, cand: list[Pair], noise: list[Pair] | None, show: int) -> TaskDrift:
-    return TaskDrift(
-        task=task,
-        candidate=drift(cand),
-        noise=drift(noise) if noise is not None else None,
-        test=noise_test(cand, noise) if noise is not None else None,
-        diverged=most_diverged(cand, show),
-    )
+    noises: tuple[Side, ...] = ()  # every noise run
+    repeats: tuple[Side, ...] = ()  # more runs of the candidate's setup
 
 
 def _pair_or_fail(base: Side, other: Side) -> Pairing:
@@ -245,15 +139,118 @@ def _pair_or_fail(base: Side, other: Side) -> Pairing:
     return pairing
 
 
-def compare_sides(base: Side, candidate: Side, noise: Side | None = None,
-                  show: int = 0) -> Comparison:
-    """Drift of the candidate (and the noise run) from the baseline, task by task."""
-    check_same_format([base, candidate] + ([noise] if noise else []))
+def compare_sides(base: Side, candidate: Side, noise: Side | None = None, show: int = 0, *,
+                  noises: Sequence[Side] = (), repeats: Sequence[Side] = (),
+                  skip: Sequence[str] = ()) -> Comparison:
+    """Drift of the candidate (and each noise run) from the baseline, task by task. `noise`
+    and `noises` together are the noise runs; `repeats` are more runs of the candidate's
+    setup; tasks in `skip` need not be in every run."""
+    all_noise = ([noise] if noise else []) + list(noises)
+    check_same_format([base, candidate, *all_noise, *repeats])
     pairing = _pair_or_fail(base, candidate)
-    noise_pairing = _pair_or_fail(base, noise) if noise else None
-    noise_tasks = by_task(noise_pairing.pairs) if noise_pairing else {}
-    tasks = tuple(
-        _task_drift(task, pairs, noise_tasks.get(task), show)  # no noise pairs, no test
-        for task, pairs in by_task(pairing.pairs).items()
+    noise_pairings = [_pair_or_fail(base, n) for n in all_noise]
+    roles = [("candidate", candidate)] + [(f"noise run {n.label}", n) for n in all_noise]
+    for role, other in roles + [(f"candidate repeat {r.label}", r) for r in repeats]:
+        check_tasks(base, other, role, skip)
+    runs = RunPairs(by_task(pairing.pairs), [by_task(p.pairs) for p in noise_pairings],
+                    [by_task(_pair_or_fail(candidate, r).pairs) for r in repeats],
+                    [[by_task(_pair_or_fail(a, b).pairs) for b in all_noise[i + 1:]]
+                     for i, a in enumerate(all_noise)])
+    tasks = holm_spreads([task_drift(task, runs, show) for task in runs.candidate])
+    return Comparison(base, candidate, all_noise[0] if all_noise else None, pairing,
+                      noise_pairings[0] if noise_pairings else None, tasks, tuple(all_noise),
+                      tuple(repeats))
+
+
+def holm_spreads(tasks: Sequence[TaskDrift]) -> tuple[TaskDrift, ...]:
+    """Each task's spread test with its p-value Holm-adjusted across the tasks that have one."""
+    tested = [t for t in tasks if t.spread is not None]
+    adjusted = dict(zip((t.task for t in tested),
+                        holm([t.spread.p_value for t in tested if t.spread]), strict=True))
+    return tuple(replace(t, spread=replace(t.spread, adjusted_p=adjusted[t.task]))
+                 if t.spread is not None else t for t in tasks)
+
+
+@dataclass(frozen=True)
+class RunPairs:
+    """Each run's pairs, by task: candidate, noise runs and candidate repeats against the
+    baseline (repeats against the candidate), and each noise run against the later ones."""
+
+    candidate: dict[str, list[Pair]]
+    noise: list[dict[str, list[Pair]]]
+    repeats: list[dict[str, list[Pair]]]
+    between: list[list[dict[str, list[Pair]]]]
+
+
+def task_drift(task: str, runs: RunPairs, show: int = 0) -> TaskDrift:
+    cand = runs.candidate[task]
+    noise = [n.get(task, []) for n in runs.noise]
+    between = [other.get(task, []) for row in runs.between for other in row]
+    noise_runs = tuple(drift(pairs) for pairs in noise)
+    return TaskDrift(
+        task=task,
+        candidate=drift(cand),
+        noise=noise_runs[0] if noise else None,
+        test=noise_test(cand, noise[0]) if noise else None,
+        diverged=most_diverged(cand, show),
+        noise_runs=noise_runs,
+        between_noise=tuple(drift(pairs) for pairs in between),
+        spread=spread_of(cand, noise),
+        instability=tuple(drift(r.get(task, [])) for r in runs.repeats),
+        reasoning=reasoning_drift(cand),
+        collapse=collapse_on_shared(cand, noise),
     )
-    return Comparison(base, candidate, noise, pairing, noise_pairing, tasks)
+
+
+def _shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> list[list[Pair]]:
+    """The candidate's and each noise run's pairs on the items every run answered."""
+    keys = set.intersection({p.key for p in cand}, *({p.key for p in n} for n in noise))
+    return [[p for p in pairs if p.key in keys] for pairs in (cand, *noise)]
+
+
+def _changed(a: Sequence[ItemRecord], b: Sequence[ItemRecord]) -> int:
+    """Answers that differ between two runs' records of the same items, in the same order."""
+    return sum(x.output is None or y.output is None or x.output != y.output
+               for x, y in zip(a, b, strict=True))
+
+
+def spread_of(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> SpreadTest | None:
+    """With two or more noise runs: the candidate's changed answers against the spread of
+    the baseline's setup (every run against every other, on the items all of them answered)."""
+    if len(noise) < 2:
+        return None
+    shared = _shared(cand, noise)
+    if not shared[0]:
+        return None
+    runs = [[p.base for p in shared[0]], *([p.other for p in pairs] for pairs in shared[1:])]
+    mine = [p.other for p in shared[0]]
+    pairs = {(i, j): _changed(runs[i], runs[j])
+             for i in range(len(runs)) for j in range(i + 1, len(runs))}
+    among = [[pairs[min(i, j), max(i, j)] if i != j else 0 for j in range(len(runs))]
+             for i in range(len(runs))]
+    return spread_test([_changed(r, mine) for r in runs], among, len(mine))
+
+
+def collapse_on_shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> TaskCollapse:
+    """Collapse of every run on the items all of them answered; the candidate's collapsed
+    answers item by item against the first noise run's, or the baseline's without one."""
+    shared = _shared(cand, noise)
+    base = [p.base for p in shared[0]]
+    mine = [p.other for p in shared[0]]
+    reference = [p.other for p in shared[1]] if noise else base
+    mine_only, reference_only = discordant(mine, reference)
+    return TaskCollapse(collapse_of(base), collapse_of(mine),
+                        tuple(collapse_of([p.other for p in pairs]) for pairs in shared[1:]),
+                        mine_only, reference_only)
+
+
+def reasoning_drift(pairs: Sequence[Pair]) -> Drift | None:
+    """The reasoning texts compared like answers, where either run recorded one."""
+    texts = [(p.base.reasoning or "", p.other.reasoning or "") for p in pairs
+             if p.base.reasoning is not None or p.other.reasoning is not None]
+    if not texts:
+        return None
+    firsts = [shared_prefix_length(a, b) for a, b in texts if a != b]
+    return Drift(len(texts), len(texts) - len(firsts),
+                 statistics.fmean(prefix_ratio(a, b) for a, b in texts),
+                 float(statistics.median(firsts)) if firsts else None)

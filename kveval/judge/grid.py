@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kveval.formats.records import ItemRecord
+from kveval.safe import markdown
 
 CLASS_ORDERS = {
     "evidence_class": ("exact", "wrong_record", "corrupted", "no_answer"),
@@ -282,9 +283,9 @@ def render_text(section: dict[str, Any]) -> str:
 def render_markdown(section: dict[str, Any]) -> str:
     blocks = []
     for title, header, rows in _tables(section):
-        lines = [f"**{title}**", "", "| " + " | ".join(header) + " |",
+        lines = [f"**{markdown(title)}**", "", "| " + " | ".join(map(markdown, header)) + " |",
                  "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        lines += ["| " + " | ".join(map(markdown, row)) + " |" for row in rows]
         blocks.append("\n".join(lines))
-    blocks += [f"*{note}*" for note in _notes(section)]
+    blocks += [f"*{markdown(note)}*" for note in _notes(section)]
     return "\n\n".join(blocks)

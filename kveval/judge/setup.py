@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kveval.errors import IncomparableError
+from kveval.formats import records
 from kveval.formats.records import RunHeader
 from kveval.judge.compare import Side
 
 SAMPLING_FIELDS = ("api", "max_tokens", "stop", "temperature")
-# Fingerprint values that change on every request to /v1/models, not with the setup.
-VOLATILE_KEYS = frozenset({"created", "permission"})
+VOLATILE_KEYS = records.VOLATILE_KEYS  # fields that change at every server start
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,11 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def stated(header: RunHeader) -> dict[str, Any]:
+    """The fingerprint with the setup the user stated (--setup K=V) as `setup.K`."""
+    return {"setup": header.setup, **header.fingerprint}
 
 
 def fingerprint_differences(base: dict[str, Any], other: dict[str, Any]) -> tuple[Difference, ...]:
@@ -111,7 +116,7 @@ def _noise_warnings(labels: Sequence[str], headers: Sequence[RunHeader]) -> list
     if len(headers) < 3:
         return []
     base, noise = headers[0], headers[2]
-    changed = fingerprint_differences(base.fingerprint, noise.fingerprint)
+    changed = fingerprint_differences(stated(base), stated(noise))
     if not changed and noise.model == base.model:
         return []
     keys = ", ".join(d.key for d in changed[:3]) or "model"
@@ -119,16 +124,33 @@ def _noise_warnings(labels: Sequence[str], headers: Sequence[RunHeader]) -> list
             "a restart of the same setup"]
 
 
-def inspect_setup(base: Side, candidate: Side, noise: Side | None = None) -> Setup:
-    """Raise when the runs cannot be judged; else say what differs and what looks wrong."""
+def _rerun_warnings(reference: Side, reruns: Sequence[Side], role: str) -> list[str]:
+    """More noise runs (or candidate repeats) should be the reference's setup again."""
+    found = [f"{s.path}: the last line was cut short (a crash mid-write) and skipped"
+             for s in reruns if s.truncated_tail]
+    for other in reruns:
+        if reference.header is None or other.header is None:
+            continue
+        changed = fingerprint_differences(reference.header.fingerprint, other.header.fingerprint)
+        if changed or other.header.model != reference.header.model:
+            keys = ", ".join(d.key for d in changed[:3]) or "model"
+            found.append(f"the {role} {other.label} differs from {reference.label}'s setup "
+                         f"({keys}): it is not a rerun of the same setup")
+    return found
+
+
+def inspect_setup(base: Side, candidate: Side, noise: Side | None = None,
+                  more_noise: Sequence[Side] = (), repeats: Sequence[Side] = ()) -> Setup:
+    """Raise when the runs cannot be judged; else say what differs and what looks wrong.
+    `more_noise`: noise runs after the first; `repeats`: more runs of the candidate's setup."""
     sides = [base, candidate] + ([noise] if noise else [])
-    for other in sides[1:]:
+    for other in [*sides[1:], *more_noise, *repeats]:
         check_sampling(base, other)
     labels = tuple(s.label for s in sides)
     headers = [s.header for s in sides if s.header is not None]
     if len(headers) < len(sides):  # arrays of answers: nothing to inspect
         return Setup(labels, (), (), (), ())
-    diffs = fingerprint_differences(headers[0].fingerprint, headers[1].fingerprint)
+    diffs = fingerprint_differences(stated(headers[0]), stated(headers[1]))
     if headers[0].model != headers[1].model:
         diffs = (Difference("model", headers[0].model, headers[1].model), *diffs)
     warnings = [f"{s.path}: the last line was cut short (a crash mid-write) and skipped"
@@ -136,5 +158,7 @@ def inspect_setup(base: Side, candidate: Side, noise: Side | None = None) -> Set
     warnings += _fingerprint_warnings(labels, headers, diffs)
     warnings += _concurrency_warnings(labels, headers)
     warnings += _noise_warnings(labels, headers)
+    warnings += _rerun_warnings(base, more_noise, "noise run")
+    warnings += _rerun_warnings(candidate, repeats, "candidate repeat")
     return Setup(labels, tuple(h.model for h in headers), tuple(h.concurrency for h in headers),
                  diffs, tuple(warnings))

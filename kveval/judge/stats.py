@@ -100,6 +100,17 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, float(binomtest(b, b + c, 0.5).pvalue))
 
 
+@lru_cache(maxsize=1 << 16)
+def mcnemar_greater(b: int, c: int) -> float:
+    """One-sided exact McNemar p-value: are b discordant pairs more than c, beyond chance?"""
+    _check_counts(b, c)
+    if b + c == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(b, b + c, 0.5, alternative="greater").pvalue)
+
+
 def paired_table(baseline: Sequence[bool], candidate: Sequence[bool]) -> PairedTable:
     """Cross-tabulate per-item correctness of the same items in two runs."""
     cells = {(True, True): 0, (True, False): 0, (False, True): 0, (False, False): 0}

@@ -1,14 +1,11 @@
-"""Verdicts from paired runs: can they be judged at all, how accurate is each, does the
-candidate pass the gate.
+"""The gate: can the runs be judged at all, and does the candidate pass.
 
-Cannot judge (IncomparableError, exit 2): different sampling parameters, a pair whose prompt
-differs, no paired items, too many error items. Policies:
-
-- overlap: the candidate's Wilson 95% interval overlaps the baseline's (or lies above it);
-- paired: the 95% interval for the paired accuracy difference rules out a loss larger than
-  the margin (non-inferiority);
-- drift, for tasks without ground truth when a noise run is given: the candidate does not
-  change more answers than the noise run does (exact McNemar, p < 0.05).
+Cannot judge the runs (IncomparableError, exit 2): different sampling parameters, a pair whose
+prompt differs, no paired items, a task of the baseline that the candidate or a noise run
+lacks (unless skipped), error and missing items above the limit. Each task then gets one
+decision (judge/decide.py: the overlap, paired and drift rules, collapse, and "cannot judge"
+for a task too small for the paired margin). Exit 1 when a regression was found, else 2 when a
+task could not be judged, else 0.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kveval.errors import IncomparableError
+from kveval.errors import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, IncomparableError, UsageError
 from kveval.judge.accuracy import (
     METRICS,
     Accuracy,
@@ -29,8 +26,16 @@ from kveval.judge.accuracy import (
     paired_accuracy,
     score_report,
     score_side,
+    with_worst_case,
 )
-from kveval.judge.compare import Comparison, NoiseTest, Side, compare_sides
+from kveval.judge.compare import Comparison, Side, compare_sides
+from kveval.judge.decide import (
+    TaskDecision,
+    decide,
+    drift_regression,
+    overlap_regression,
+    paired_regression,
+)
 from kveval.judge.setup import (
     Difference,
     Setup,
@@ -39,7 +44,6 @@ from kveval.judge.setup import (
     flatten,
     inspect_setup,
 )
-from kveval.judge.stats import Interval
 
 POLICIES = ("overlap", "paired")
 # Points: the paired policy's largest tolerated loss. At n = 1319 it false-alarms on under 1%
@@ -47,39 +51,35 @@ POLICIES = ("overlap", "paired")
 DEFAULT_MARGIN = 3.0
 
 __all__ = [
+    "TaskDecision", "drift_regression", "overlap_regression", "paired_regression",
     "METRICS", "Accuracy", "Difference", "PairedComparison", "ScoreReport", "Setup", "TaskScore",
     "accuracy", "check_sampling", "compare_accuracy", "fingerprint_differences", "flatten",
     "inspect_setup", "judged_accuracy", "paired_accuracy", "score_report", "score_side",
 ]
 
 
-def check_error_rate(sides: Sequence[Side], max_rate: float) -> None:
-    for side in sides:
-        rate = side.errors / len(side.items) if side.items else 0.0
+def check_skip(base: Side, skip: Sequence[str]) -> None:
+    known = {item.task for item in base.items}
+    for task in skip:
+        if task not in known:
+            raise UsageError(f"--skip {task}: the baseline has no such task "
+                             f"(it has {', '.join(sorted(known))})")
+
+
+def check_error_rate(base: Side, others: Sequence[Side], max_rate: float,
+                     skip: Sequence[str] = ()) -> None:
+    """Error items, and in the other runs the baseline's items they lack, against the limit."""
+    wanted = [item for item in base.items if item.task not in skip]
+    for side in [base, *others]:
+        mine = {item.key: item for item in side.items}
+        errors = sum(not mine[i.key].ok for i in wanted if i.key in mine)
+        missing = sum(i.key not in mine for i in wanted)
+        rate = (errors + missing) / len(wanted) if wanted else 0.0
         if rate > max_rate:
-            raise IncomparableError(f"{side.path}: {side.errors} of {len(side.items)} items are "
-                                    f"errors ({rate:.1%}), above --max-error-rate {max_rate:g}")
-
-
-def overlap_regression(baseline: Interval, candidate: Interval) -> bool:
-    """The overlap policy fails only a candidate whose interval lies wholly below the baseline's."""
-    return candidate.high < baseline.low
-
-
-def paired_regression(difference: Interval, margin_points: float) -> bool:
-    """The paired policy fails unless the interval rules out a loss larger than the margin."""
-    return difference.low < -margin_points / 100
-
-
-def drift_regression(test: NoiseTest) -> bool:
-    return test.drifts_more
-
-
-@dataclass(frozen=True)
-class TaskDecision:
-    task: str
-    rule: str | None  # "overlap", "paired" or "drift"; None when the task cannot be judged
-    passed: bool | None  # None: not judged
+            lacking = f" and {missing} missing" if missing else ""
+            raise IncomparableError(f"{side.path}: {errors} of {len(wanted)} items are errors"
+                                    f"{lacking} ({rate:.1%}), above --max-error-rate "
+                                    f"{max_rate:g}")
 
 
 @dataclass(frozen=True)
@@ -88,51 +88,50 @@ class GateReport:
     margin: float  # points
     metric: str
     setup: Setup
-    comparison: Comparison  # drift of the candidate (and the noise run) from the baseline
+    comparison: Comparison  # drift of the candidate (and the noise runs) from the baseline
     accuracy: tuple[PairedComparison, ...]  # the judged metric, per task with ground truth
     decisions: tuple[TaskDecision, ...]
 
     @property
+    def regression(self) -> bool:
+        return any(d.passed is False for d in self.decisions)
+
+    @property
+    def cannot_judge(self) -> bool:
+        return any(d.status == "cannot judge" for d in self.decisions)
+
+    @property
     def passed(self) -> bool:
-        return all(d.passed is not False for d in self.decisions)
+        return not self.regression and not self.cannot_judge
+
+    @property
+    def verdict(self) -> str:
+        """A found regression outranks a task that could not be judged."""
+        if self.regression:
+            return "regression"
+        return "cannot judge" if self.cannot_judge else "pass"
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.passed else 1
-
-
-def decide(policy: str, margin: float, comparisons: Sequence[PairedComparison],
-           comparison: Comparison) -> tuple[TaskDecision, ...]:
-    judged = {c.task: c for c in comparisons}
-    decisions = []
-    for drift in comparison.tasks:
-        found = judged.get(drift.task)
-        if found is not None and policy == "paired":
-            failed = paired_regression(found.difference, margin)
-        elif found is not None:
-            failed = overlap_regression(found.baseline.interval, found.candidate.interval)
-        elif drift.test is not None:
-            decisions.append(TaskDecision(drift.task, "drift", not drift_regression(drift.test)))
-            continue
-        else:
-            decisions.append(TaskDecision(drift.task, None, None))
-            continue
-        decisions.append(TaskDecision(drift.task, policy, not failed))
-    return tuple(decisions)
+        return {"pass": EXIT_OK, "regression": EXIT_REGRESSION}.get(self.verdict, EXIT_INPUT)
 
 
 def gate(baseline: Side, candidate: Side, noise: Side | None = None, *, policy: str = "overlap",
-         margin: float = DEFAULT_MARGIN, metric: str = "flexible",
-         max_error_rate: float = 0.0) -> GateReport:
-    """Judge a candidate run; raise IncomparableError when it cannot be judged."""
+         margin: float = DEFAULT_MARGIN, metric: str = "flexible", max_error_rate: float = 0.0,
+         noises: Sequence[Side] = (), repeats: Sequence[Side] = (),
+         skip: Sequence[str] = ()) -> GateReport:
+    """Judge a candidate run; raise IncomparableError when it cannot be judged at all."""
     if policy not in POLICIES or metric not in METRICS:
         raise ValueError(f"unknown policy {policy!r} or metric {metric!r}")
-    setup = inspect_setup(baseline, candidate, noise)
-    comparison = compare_sides(baseline, candidate, noise)
-    check_error_rate([baseline, candidate] + ([noise] if noise else []), max_error_rate)
-    judged = judged_accuracy(comparison.pairing, metric)
-    decisions = decide(policy, margin, judged, comparison)
-    if all(d.passed is None for d in decisions):
+    all_noise = ([noise] if noise else []) + list(noises)
+    check_skip(baseline, skip)
+    setup = inspect_setup(baseline, candidate, all_noise[0] if all_noise else None,
+                          all_noise[1:], repeats)
+    comparison = compare_sides(baseline, candidate, noises=all_noise, repeats=repeats, skip=skip)
+    check_error_rate(baseline, [candidate, *all_noise], max_error_rate, skip)
+    judged = with_worst_case(judged_accuracy(comparison.pairing, metric), baseline, candidate)
+    decisions = decide(policy, margin, judged, comparison, skip)
+    if all(d.passed is None and d.cannot_judge is None for d in decisions):
         raise IncomparableError("nothing to judge: no task has ground truth (correct is null) "
                                 "and no --noise run was given to measure drift against")
     return GateReport(policy, margin, metric, setup, comparison, judged, decisions)

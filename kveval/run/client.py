@@ -1,4 +1,4 @@
-"""Async requests to the endpoint through the openai client, with its retries and timeouts.
+"""Async requests to the endpoint through the openai client, with kveval's retries and timeouts.
 
 This is the only module that sends completions. The openai package is imported when a
 client is made, never at start-up, so `kveval --help` stays fast.
@@ -6,12 +6,18 @@ client is made, never at start-up, so `kveval --help` stays fast.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from kveval.adapters.base import Item, TaskSpec
+from kveval.errors import UsageError
+from kveval.run.failures import backoff, classify
 from kveval.run.logprobs import answer_logprobs, compact, request_keys
+from kveval.safe import mask, one_line, redact_url
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -21,13 +27,19 @@ if TYPE_CHECKING:
 class ClientConfig:
     base_url: str
     api_key: str | None
-    timeout: float = 600.0
+    timeout: float = 600.0  # seconds for a whole attempt, a slowly trickled answer included
     retries: int = 3
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What must never be written or printed: the key and the URL's password."""
+        password = urlsplit(self.base_url).password
+        return tuple(s for s in (self.api_key, password and unquote(password), password) if s)
 
 
 @dataclass(frozen=True)
 class Reply:
-    """One answer, or the error that stopped it after the client's retries."""
+    """One answer, or the error that stopped it after the retries."""
 
     text: str | None
     finish_reason: str | None = None
@@ -37,10 +49,49 @@ class Reply:
     logprobs: dict[str, Any] | None = None  # compact, see run/logprobs.py
 
 
+@dataclass(frozen=True)
+class Connection:
+    """The openai client and the settings it was made with."""
+
+    client: AsyncOpenAI
+    config: ClientConfig
+
+
+# Request keys kveval sets itself and records; --extra-body may not change them.
+OWNED_KEYS: dict[str, str] = {
+    "model": "--model",
+    "prompt": "the task's data",
+    "messages": "the task's data",
+    "temperature": "nothing: kveval always sends temperature 0",
+    "max_tokens": "--max-tokens or a suite's max_tokens",
+    "max_completion_tokens": "--max-tokens or a suite's max_tokens",
+    "stop": "a suite's stop",
+    "seed": "--seed",
+    "n": "nothing: kveval asks for one answer per item",
+    "best_of": "nothing: kveval asks for one answer per item",
+    "stream": "nothing: kveval reads whole answers",
+    "stream_options": "nothing: kveval reads whole answers",
+    "logprobs": "--logprobs",
+    "top_logprobs": "--logprobs",
+    "echo": "--teacher-force",
+    "prompt_logprobs": "--teacher-force",
+}
+
+
+def check_extra_body(extra: dict[str, Any], where: str) -> None:
+    """Raise UsageError when `extra` sets a key that kveval owns."""
+    for key in extra:
+        if key in OWNED_KEYS:
+            raise UsageError(f"{where} cannot set {key!r}: kveval sets it and records it; "
+                             f"use {OWNED_KEYS[key]}")
+
+
 def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
                   extra_body: dict[str, Any] | None) -> dict[str, Any]:
-    """The request body for an item: temperature is always sent, explicitly."""
-    body: dict[str, Any] = {"model": model}
+    """The exact JSON body posted for an item: temperature is always sent, explicitly, and
+    extra keys never replace a key kveval owns."""
+    body: dict[str, Any] = {k: v for k, v in (extra_body or {}).items() if k not in OWNED_KEYS}
+    body["model"] = model
     if item.messages is not None:
         body["messages"] = list(item.messages)
     else:
@@ -53,8 +104,6 @@ def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
         body["seed"] = seed
     if logprobs_k(spec):
         body.update(request_keys(item.messages is not None, logprobs_k(spec)))
-    if extra_body:
-        body["extra_body"] = extra_body
     return body
 
 
@@ -71,35 +120,24 @@ def asked_k(body: dict[str, Any]) -> int:
     return 0 if isinstance(value, bool) or value is None else int(value)
 
 
-def make_client(config: ClientConfig) -> AsyncOpenAI:
-    """The openai client keeps up to 1,000 connections: no limit below any sane concurrency."""
+def make_client(config: ClientConfig) -> Connection:
+    """The openai client keeps up to 1,000 connections: no limit below any sane concurrency.
+    Retries are kveval's own (see `send`), and redirects are not followed: a completion
+    request goes to the endpoint and nowhere else."""
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
-    from kveval.run.endpoint import basic_auth, redact
+    from kveval.run.http import basic_auth
 
     auth = basic_auth(config.base_url)
-    return AsyncOpenAI(
-        base_url=redact(config.base_url),
+    client = AsyncOpenAI(
+        base_url=redact_url(config.base_url),
         default_headers={"Authorization": auth} if auth else None,
         api_key=config.api_key or "not-needed",
         timeout=config.timeout,
-        max_retries=config.retries,
-        http_client=DefaultAioHttpClient(),
+        max_retries=0,
+        http_client=DefaultAioHttpClient(follow_redirects=False),
     )
-
-
-def _describe(exc: Exception) -> str:
-    status = getattr(exc, "status_code", None)
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    message = " ".join(str(message).split())[:500]
-    return f"HTTP {status}: {message}" if status else f"{type(exc).__name__}: {message}"
-
-
-def request_payload(body: dict[str, Any]) -> dict[str, Any]:
-    """The JSON sent: the recorded body with its extra_body merged in, as the openai client does."""
-    payload = {k: v for k, v in body.items() if k != "extra_body"}
-    payload.update(body.get("extra_body") or {})
-    return payload
+    return Connection(client, config)
 
 
 Span = tuple[int, int]  # teacher forcing: the answer's characters in the echoed text
@@ -112,19 +150,22 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
         message = choice.get("message")
         text = (message.get("content") or "") if message is not None else choice["text"]
     except (KeyError, IndexError, TypeError, AttributeError):
+        text = None
+    if not isinstance(text, str):
         return Reply(text=None, latency_s=latency_s,
-                     error=f"malformed response: {str(data)[:200]}")
+                     error=f"malformed response: {one_line(str(data))[:200]}")
     usage = data.get("usage")
+    reason = choice.get("finish_reason")
     logprobs: dict[str, Any] | None = None
     try:
         if span is not None:
             text, logprobs = text[span[0]:span[1]], _forced(choice, text, span, k)
         elif k:
             logprobs = compact(choice.get("logprobs"), k)
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         return Reply(text=None, latency_s=latency_s,
-                     error=f"malformed log-probabilities: {str(exc)[:200]}")
-    return Reply(text=text, finish_reason=choice.get("finish_reason"),
+                     error=f"malformed log-probabilities: {one_line(str(exc))[:200]}")
+    return Reply(text=text, finish_reason=reason if isinstance(reason, str) else None,
                  usage=usage if isinstance(usage, dict) else None, latency_s=latency_s,
                  logprobs=logprobs)
 
@@ -136,19 +177,40 @@ def _forced(choice: Any, text: str, span: Span, k: int) -> dict[str, Any]:
     return answer_logprobs(choice["logprobs"], text[span[0]:span[1]], text[span[1]:], k)
 
 
-async def send(client: AsyncOpenAI, body: dict[str, Any], span: Span | None = None) -> Reply:
-    """Send one request; a failure after the client's retries becomes an error Reply.
+def _masked(reply: Reply, secrets: tuple[str, ...]) -> Reply:
+    """A key that the server echoed is masked before it can be written or printed."""
+    if not secrets:
+        return reply
+    return dataclasses.replace(
+        reply, text=reply.text and mask(reply.text, secrets),
+        error=reply.error and mask(reply.error, secrets))
 
-    The openai client's generic `post` keeps its retries and timeouts but skips building
-    typed response models, which costs more than the request itself at high rates.
-    """
-    import openai
 
+async def _attempt(conn: Connection, body: dict[str, Any]) -> Any:
+    """One POST, bounded as a whole by --timeout (the client's own timeout bounds each read)."""
     path = "/chat/completions" if "messages" in body else "/completions"
+    post = conn.client.post(path, body=body, cast_to=object)
+    return await asyncio.wait_for(post, conn.config.timeout)
+
+
+async def send(conn: Connection, body: dict[str, Any], span: Span | None = None) -> Reply:
+    """Send one request with retries; a failure after them becomes an error Reply.
+
+    The openai client's generic `post` skips building typed response models, which costs
+    more than the request itself at high rates. `span`: teacher forcing, the answer's
+    characters in the echoed text."""
     start = time.perf_counter()
-    try:
-        data = await client.post(path, body=request_payload(body), cast_to=object)
-    except openai.OpenAIError as exc:
-        return Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
-                     error=_describe(exc))
-    return parse_reply(data, round(time.perf_counter() - start, 4), asked_k(body), span)
+    for attempt in range(conn.config.retries + 1):
+        try:
+            data = await _attempt(conn, body)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a described error item
+            failure = classify(exc, conn.config.timeout)
+        else:
+            reply = parse_reply(data, round(time.perf_counter() - start, 4), asked_k(body), span)
+            return _masked(reply, conn.config.secrets)
+        if not failure.retry or attempt == conn.config.retries:
+            break
+        await asyncio.sleep(failure.wait if failure.wait is not None else backoff(attempt))
+    reply = Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
+                  error=failure.message)
+    return _masked(reply, conn.config.secrets)

@@ -73,7 +73,8 @@ def _gsm8k_from_hub() -> Gsm8kData:
 
 def load_prompts(path_text: str) -> PromptData:
     """A prompt file: one prompt per line (blank lines skipped), or JSONL with
-    {"id", "prompt"} or {"id", "messages"}."""
+    {"id", "prompt"} or {"id", "messages"}: JSONL by a `.jsonl` suffix, or when every
+    non-blank line is a JSON object."""
     path = Path(path_text).expanduser()
     try:
         text = path.read_text(encoding="utf-8")
@@ -84,13 +85,23 @@ def load_prompts(path_text: str) -> PromptData:
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not lines:
         raise DataError(f"{path}: the prompt file holds no prompts")
-    is_jsonl = path.suffix == ".jsonl" or lines[0][1].lstrip().startswith("{")
+    is_jsonl = path.suffix == ".jsonl" or all(_is_object(line) for _, line in lines)
     entries = _jsonl_entries(path, lines) if is_jsonl else _text_entries(lines)
     ids = [e.id for e in entries]
     if len(set(ids)) != len(ids):
         duplicate = next(i for i in ids if ids.count(i) > 1)
         raise DataError(f"{path}: prompt id {duplicate!r} appears twice; ids must be unique")
     return PromptData(entries=entries, source=str(path.resolve()))
+
+
+def _is_object(line: str) -> bool:
+    """A JSONL line: a JSON object. A text prompt may start with `{` and still be text."""
+    if not line.lstrip().startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 def _text_entries(lines: list[tuple[int, str]]) -> list[PromptEntry]:

@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 import re
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from kveval.errors import EndpointError
+from kveval.errors import EndpointError, UsageError
+from kveval.run.http import fetch
 from kveval.safe import redact_url
 
-PROBE_TIMEOUT_S = 3.0
+PROBE_TIMEOUT_S = 3.0  # each best-effort probe, whole answer included
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -50,16 +50,18 @@ def redact(url: str) -> str:
     return redact_url(url)
 
 
-def basic_auth(url: str) -> str | None:
-    """An Authorization header for credentials written into the URL (user:password@host)."""
-    parts = urlsplit(url)
-    if parts.username is None:
-        return None
-    import base64
-    from urllib.parse import unquote
-
-    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-    return "Basic " + base64.b64encode(pair.encode()).decode()
+def check_url(url: str) -> None:
+    """Refuse a base URL that no request could use, before any work: an http(s) scheme,
+    a host, a port from 1 to 65535."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"--endpoint {redact(url)}: not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--endpoint {redact(url)}: expected http(s)://HOST[:PORT]/v1")
+    if port == 0:
+        raise UsageError(f"--endpoint {redact(url)}: port 0 is not a port")
 
 
 def server_root(base_url: str) -> str:
@@ -69,19 +71,7 @@ def server_root(base_url: str) -> str:
 
 
 def _get(url: str, api_key: str | None, timeout: float) -> tuple[int, bytes]:
-    headers = _headers(api_key)
-    if auth := basic_auth(url):
-        headers["Authorization"] = auth
-    request = urllib.request.Request(redact(url), headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
-
-
-def _headers(api_key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return fetch(url, api_key, timeout)
 
 
 def list_models(base_url: str, api_key: str | None, timeout: float = 8.0) -> list[dict[str, Any]]:

@@ -7,14 +7,10 @@ serve is then one clear line and exit 2, instead of a file full of identical err
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from kveval.errors import EndpointError
-from kveval.run.client import Reply, asked_k, send
+from kveval.run.client import Connection, Reply, asked_k, send
 from kveval.run.runner import Before, Job
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 _CLIENT_ERRORS = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
 
@@ -42,8 +38,8 @@ def check_longest(jobs: Sequence[Job]) -> Before:
     """A check that raises EndpointError when the server rejects the longest request."""
     job = longest(jobs)
 
-    async def check(client: AsyncOpenAI) -> None:
-        reply = await send(client, {**job.body, "max_tokens": 1}, job.span)
+    async def check(conn: Connection) -> None:
+        reply = await send(conn, {**job.body, "max_tokens": 1}, job.span)
         error = reply.error
         if job.span is not None and error is not None and "log-probabilities" in error:
             raise EndpointError(f"the server cannot teacher-force {job.item.item_id}: {error}")

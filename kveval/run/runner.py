@@ -7,17 +7,15 @@ import contextlib
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import Item, TaskSpec
-from kveval.formats.records import ItemRecord, RunWriter
-from kveval.run.client import ClientConfig, Reply, build_request, make_client, send
+from kveval.formats.records import ItemRecord
+from kveval.formats.writer import RunWriter
+from kveval.run.client import ClientConfig, Connection, Reply, build_request, make_client, send
 
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
-Before = Callable[["AsyncOpenAI"], Awaitable[None]]
+Before = Callable[[Connection], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -67,17 +65,17 @@ def to_record(job: Job, reply: Reply) -> ItemRecord:
 
 async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
                    on_record: Callable[[ItemRecord], None], before: Before | None) -> None:
-    client = make_client(config)
+    conn = make_client(config)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(job: Job) -> ItemRecord:
         async with gate:
-            return to_record(job, await send(client, job.body, job.span))
+            return to_record(job, await send(conn, job.body, job.span))
 
     tasks: list[asyncio.Future[ItemRecord]] = []
     try:
         if before is not None:
-            await before(client)
+            await before(conn)
         tasks = [asyncio.ensure_future(one(job)) for job in jobs]
         for finished in asyncio.as_completed(tasks):
             on_record(await finished)
@@ -85,7 +83,7 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await client.close()
+        await conn.client.close()
 
 
 def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,

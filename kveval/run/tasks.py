@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from kveval.adapters.base import TaskSpec
 from kveval.errors import UsageError
+from kveval.run.client import check_extra_body
+from kveval.run.schema import check_suite, check_task_table, check_unique
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -40,11 +43,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _spec_from_table(table: dict[str, Any], base: TaskSpec | None, where: str) -> TaskSpec:
+    check_task_table(table, where)
     fields = {k: v for k, v in table.items() if k in _SPEC_FIELDS}
-    params = {k: v for k, v in table.items() if k not in _SPEC_FIELDS and k != "params"}
+    params = {k: v for k, v in table.items() if k not in _SPEC_FIELDS
+              and k not in ("params", "label")}
     params.update(table.get("params", {}))
     if "stop" in fields:
-        fields["stop"] = tuple(fields["stop"])
+        stop = fields["stop"]
+        fields["stop"] = (stop,) if isinstance(stop, str) else tuple(stop)
+    if "label" in table:
+        fields["name"] = table["label"]
     merged = {**(base.params if base else {}), **params}
     try:
         if base is None:
@@ -64,23 +72,46 @@ def builtin_spec(name: str) -> TaskSpec:
     return _spec_from_table(table, None, str(path))
 
 
+@dataclass(frozen=True)
+class Suite:
+    """A suite file: its tasks, the setup it states and the extra request keys it sends."""
+
+    specs: list[TaskSpec]
+    setup: dict[str, str] = field(default_factory=dict)
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
 def load_suite(path_text: str) -> list[TaskSpec]:
-    """A suite file: [[task]] tables, each a task name plus the settings it overrides."""
+    """A suite file's task specs."""
+    return read_suite(path_text).specs
+
+
+def read_suite(path_text: str) -> Suite:
+    """A suite file: [[task]] tables, each a task name plus the settings it overrides, and
+    the optional [setup] and [extra_body] tables."""
     path = Path(path_text).expanduser()
     shipped = builtin_dir("tasks") / path.name
     if not path.exists() and path.parent.name == "tasks" and shipped.is_file():
         path = shipped  # tasks/rollout.toml outside a checkout: the copy kveval ships
-    tables = _read_toml(path).get("task")
-    if not isinstance(tables, list) or not tables:
+    data = _read_toml(path)
+    check_suite(data, str(path))
+    tables = data.get("task")
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise UsageError(f"{path}: a suite needs at least one [[task]] table with a name")
-    specs = []
-    for number, table in enumerate(tables, start=1):
-        if not isinstance(table.get("name"), str):
-            raise UsageError(f"{path}: [[task]] number {number} has no name")
-        base = builtin_spec(str(table.get("adapter", table["name"])))
-        spec = _spec_from_table(table, dataclasses.replace(base, name=table["name"]), str(path))
-        specs.append(_resolve_paths(spec, path.parent))
-    return specs
+    specs = [_suite_task(table, number, path) for number, table in enumerate(tables, start=1)]
+    check_unique([spec.name for spec in specs], str(path))
+    extra = data.get("extra_body", {})
+    check_extra_body(extra, f"{path}: extra_body")
+    return Suite(specs, dict(data.get("setup", {})), extra)
+
+
+def _suite_task(table: dict[str, Any], number: int, path: Path) -> TaskSpec:
+    where = f"{path}: [[task]] number {number}"
+    if not isinstance(table.get("name"), str):
+        raise UsageError(f"{where} has no name")
+    base = builtin_spec(str(table.get("adapter", table["name"])))
+    spec = _spec_from_table(table, dataclasses.replace(base, name=table["name"]), where)
+    return _resolve_paths(spec, path.parent)
 
 
 def _resolve_paths(spec: TaskSpec, suite_dir: Path) -> TaskSpec:

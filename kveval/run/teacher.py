@@ -64,10 +64,14 @@ def prompt_text(item: Item, render: Render | None) -> str:
     return render(item.messages or ())
 
 
-def forced_body(prompt: str, answer: str, model: str, k: int,
-                seed: int | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "prompt": prompt + answer, "max_tokens": 1,
-                            "temperature": 0.0, "echo": True, "logprobs": k}
+def forced_body(prompt: str, answer: str, model: str, k: int, seed: int | None,
+                extra_body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The exact JSON posted: --extra-body's keys, then the ones teacher forcing owns."""
+    from kveval.run.client import OWNED_KEYS
+
+    body = {key: v for key, v in (extra_body or {}).items() if key not in OWNED_KEYS}
+    body.update({"model": model, "prompt": prompt + answer, "max_tokens": 1,
+                 "temperature": 0.0, "echo": True, "logprobs": k})
     if seed is not None:
         body["seed"] = seed
     return body
@@ -97,7 +101,8 @@ def load_baseline(path: str) -> Run:
 
 
 def plan_forced(baseline: Run, model: str, k: int, seed: int | None, limit: int | None,
-                render: Render | None) -> tuple[list[TaskSpec], list[Job]]:
+                render: Render | None, extra_body: dict[str, Any] | None = None
+                ) -> tuple[list[TaskSpec], list[Job]]:
     """The teacher-forced jobs: one per answered baseline item, with the answer's span."""
     label = baseline.header.label or baseline.path.stem
     specs = {t["name"]: spec_from_header(t, k, label) for t in baseline.header.tasks}
@@ -108,8 +113,8 @@ def plan_forced(baseline: Run, model: str, k: int, seed: int | None, limit: int 
                              "does not list")
         item = forced_item(record)
         prompt, answer = prompt_text(item, render), record.output or ""
-        jobs.append(Job(specs[record.task], item, forced_body(prompt, answer, model, k, seed),
-                        (len(prompt), len(prompt) + len(answer))))
+        body = forced_body(prompt, answer, model, k, seed, extra_body)
+        jobs.append(Job(specs[record.task], item, body, (len(prompt), len(prompt) + len(answer))))
     return list(specs.values()), jobs
 
 

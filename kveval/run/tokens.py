@@ -11,7 +11,7 @@
    temperature 0). A few probes of kveval's own prose and numbers fit
    tokens = a + b*chars + c*digits; a prompt is then measured exactly once, and prompts
    that share nearly all their text with a measured one (the cells of one length and
-   trial share their haystack) are that count plus the fit's change (see Calibrated).
+   trial share their haystack) are that count plus the fit's change (run/calibration.py).
 
 Every count is cached. HTTP through the standard library (urllib); the fit through numpy.
 """
@@ -19,20 +19,27 @@ Every count is cached. HTTP through the standard library (urllib); the fit throu
 from __future__ import annotations
 
 import json
-import random
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kveval.adapters.base import Message, TokenCounter
 from kveval.errors import EndpointError
+from kveval.run.calibration import (
+    HELLO,
+    Calibrated,
+    LinearModel,
+    calibration_texts,
+    features,
+    fit_linear,
+    roles_of,
+)
 from kveval.run.endpoint import server_root
+from kveval.run.http import fetch
+from kveval.safe import redact_url
 
 CHAT_PROBE_TIMEOUT_S = 600.0  # a probe request may prefill a whole long prompt
-_HELLO = "Hello."
-_DIGITS = "0123456789"
 
 
 class _Unavailable(Exception):
@@ -40,18 +47,18 @@ class _Unavailable(Exception):
 
 
 def _post(url: str, body: dict[str, Any], api_key: str | None, timeout: float) -> Any:
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"),
-                                     headers=headers, method="POST")
+    """POST JSON and parse the answer; every failure is _Unavailable naming the URL without
+    its credentials."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        raise _Unavailable(f"{url}: HTTP {exc.code}") from None
+        status, answer = fetch(url, api_key, timeout, body=body)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise _Unavailable(f"{url}: {getattr(exc, 'reason', exc)}") from None
+        raise _Unavailable(f"{redact_url(url)}: {getattr(exc, 'reason', exc)}") from None
+    if status != 200:
+        raise _Unavailable(f"{redact_url(url)}: HTTP {status}")
+    try:
+        return json.loads(answer)
+    except ValueError:
+        raise _Unavailable(f"{redact_url(url)}: the answer is not JSON") from None
 
 
 @dataclass(frozen=True)
@@ -99,12 +106,8 @@ class CachedCounter:
         return self._cache[key]
 
 
-def _roles(messages: Sequence[Message]) -> tuple[str, ...]:
-    return tuple(m.get("role", "user") for m in messages)
-
-
 def _probe_messages(roles: tuple[str, ...]) -> list[Message]:
-    return [{"role": role, "content": _HELLO} for role in roles]
+    return [{"role": role, "content": HELLO} for role in roles]
 
 
 class _PerRoles:
@@ -152,7 +155,7 @@ def _llamacpp_text(server: Server) -> Callable[[str], int] | None:
         return len(_token_list(server.post("/tokenize", {"content": text})))
 
     try:
-        return count if count(_HELLO) > 0 else None
+        return count if count(HELLO) > 0 else None
     except _Unavailable:
         return None
 
@@ -181,7 +184,7 @@ def _llama_cpp_python_text(server: Server) -> Callable[[str], int] | None:
         return len(_token_list(server.post("/extras/tokenize", body)))
 
     try:
-        return count if count(_HELLO) > 0 else None
+        return count if count(HELLO) > 0 else None
     except _Unavailable:
         return None
 
@@ -197,77 +200,12 @@ def with_template_overhead(server: Server, text_count: Callable[[str], int]) -> 
 
     def count(messages: Sequence[Message]) -> int:
         bare = sum(text_count(m.get("content", "")) for m in messages)
-        return bare + round(overheads(_roles(messages)))
+        return bare + round(overheads(roles_of(messages)))
 
     return count
 
 
 # ---------------------------------------------------------------- calibration
-
-
-def features(messages: Sequence[Message]) -> tuple[int, int]:
-    """(characters, digits) of the messages' texts."""
-    texts = [m.get("content", "") for m in messages]
-    return sum(map(len, texts)), sum(t.count(d) for t in texts for d in _DIGITS)
-
-
-@dataclass(frozen=True)
-class LinearModel:
-    """tokens = intercept + per_char * characters + per_digit * digits"""
-
-    intercept: float
-    per_char: float
-    per_digit: float
-
-    def tokens(self, chars: int, digits: int) -> float:
-        return self.intercept + self.per_char * chars + self.per_digit * digits
-
-
-def linear_counter(model: LinearModel) -> TokenCounter:
-    """A pure counter from a fitted (or assumed) linear model, for offline building."""
-    return lambda messages: round(model.tokens(*features(messages)))
-
-
-def calibration_texts() -> list[str]:
-    """Probe texts like the ones kveval sends: its own prose, with and without numbers."""
-    from kveval.adapters.haystack import prose
-
-    stream = prose("kveval/calibration")
-    rng = random.Random("kveval/calibration/numbers")
-    short, long_ = stream.count_for(2000), stream.count_for(10000)
-
-    def prose_text(start: int, stop: int) -> str:
-        return " ".join(stream.sentences(start, stop))
-
-    def number() -> str:
-        return f"0.{rng.randrange(1000, 10000)}" if rng.random() < 0.6 else \
-            str(rng.randrange(1_000_000, 10_000_000))
-
-    mixed = " ".join(f"{s} {number()}." for s in stream.sentences(0, short))
-    numbers = " ".join(number() for _ in range(300))
-    return [_HELLO, prose_text(0, short), prose_text(short, long_), mixed, numbers]
-
-
-def fit_linear(points: Sequence[tuple[int, int, int]]) -> LinearModel:
-    """Least squares of tokens on (1, chars, digits); (1, chars) when digits never vary."""
-    rows = [(1.0, float(c), float(d)) for c, d, _ in points]
-    ys = [float(t) for _, _, t in points]
-    solved = _solve_normal(rows, ys)
-    if solved is not None and solved[1] > 0 and solved[2] >= 0:
-        return LinearModel(*solved)
-    pair = _solve_normal([(1.0, c) for _, c, _ in rows], ys)
-    if pair is None or pair[1] <= 0:
-        raise EndpointError("cannot calibrate prompt sizes: probe requests gave no usable "
-                            "usage.prompt_tokens")
-    return LinearModel(pair[0], pair[1], 0.0)
-
-
-def _solve_normal(rows: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float] | None:
-    """Least squares of ys on rows (numpy's lstsq); None when the columns are dependent."""
-    import numpy as np
-
-    solution, _, rank, _ = np.linalg.lstsq(np.asarray(rows), np.asarray(ys), rcond=None)
-    return [float(w) for w in solution] if rank == len(rows[0]) else None
 
 
 def calibrate(server: Server) -> LinearModel:
@@ -283,60 +221,6 @@ def calibrate(server: Server) -> LinearModel:
                 raise EndpointError(f"cannot size prompts: no tokenizer endpoint, and a probe "
                                     f"request failed ({exc})") from None
     return fit_linear(points)
-
-
-def _pieces(messages: Sequence[Message]) -> frozenset[int]:
-    """The texts' sentences (hashed): what two prompts built from one haystack share."""
-    return frozenset(hash(piece) for m in messages for piece in m.get("content", "").split(". "))
-
-
-@dataclass(frozen=True)
-class _Measured:
-    roles: tuple[str, ...]
-    chars: int
-    digits: int
-    tokens: int
-    pieces: frozenset[int]
-
-
-class Calibrated:
-    """Counts without a tokenizer: a prompt is measured exactly (one request with
-    max_tokens 1, read usage.prompt_tokens) unless it shares at least ANCHOR_SHARE of its
-    sentences with one already measured; then it is that count plus the linear model's
-    change for the characters and digits that differ. Sizing a grid cell thus measures
-    about once per length and trial; the model's error only touches the small difference.
-    """
-
-    ANCHOR_SHARE = 0.9
-
-    def __init__(self, measure: Callable[[Sequence[Message]], int], slopes: LinearModel) -> None:
-        self._measure = measure
-        self.slopes = slopes
-        self._measured: list[_Measured] = []
-
-    def __call__(self, messages: Sequence[Message]) -> int:
-        roles = _roles(messages)
-        chars, digits = features(messages)
-        pieces = _pieces(messages)
-        anchor = self._anchor(roles, chars, pieces)
-        if anchor is None:
-            tokens = self._measure(messages)
-            self._measured.append(_Measured(roles, chars, digits, tokens, pieces))
-            return tokens
-        change = self.slopes.per_char * (chars - anchor.chars) \
-            + self.slopes.per_digit * (digits - anchor.digits)
-        return anchor.tokens + round(change)
-
-    def _anchor(self, roles: tuple[str, ...], chars: int, pieces: frozenset[int],
-                ) -> _Measured | None:
-        best, best_share = None, 0.0
-        for seen in self._measured:
-            if seen.roles != roles or abs(seen.chars - chars) > (1 - self.ANCHOR_SHARE) * chars:
-                continue
-            share = len(pieces & seen.pieces) / max(len(pieces), len(seen.pieces))
-            if share > best_share:
-                best, best_share = seen, share
-        return best if best_share >= self.ANCHOR_SHARE else None
 
 
 # ---------------------------------------------------------------- the entry point

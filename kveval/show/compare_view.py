@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from kveval.formats.records import ItemRecord
+from kveval.judge.collapse import Collapse, length_ratio, truncated
 from kveval.judge.compare import Comparison, Drift, Pair
 from kveval.judge.verdict import Setup
 from kveval.show.blocks import CONTEXT, Block, Heading, SideBySide, Table
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
-from kveval.show.words import drift_sentence, pct
+from kveval.show.words import (
+    REPETITION_NOTE,
+    collapse_text,
+    drift_sentence,
+    instability_sentence,
+    pct,
+    reasoning_sentence,
+)
 
 
 def _drift_row(task: str, label: str, d: Drift) -> tuple[str, ...]:
@@ -20,11 +29,42 @@ def drift_table(c: Comparison) -> Table:
     rows = []
     for t in c.tasks:
         rows.append(_drift_row(t.task, c.candidate.label, t.candidate))
-        if t.noise is not None and c.noise is not None:
-            rows.append(_drift_row(t.task, c.noise.label, t.noise))
+        rows += [_drift_row(t.task, n.label, d)
+                 for n, d in zip(c.noises, t.noise_runs, strict=False)]
+        rows += [_drift_row(t.task, f"{r.label} (vs {c.candidate.label})", d)
+                 for r, d in zip(c.repeats, t.instability, strict=False)]
     header = ("task", "vs " + c.base.label, "pairs", "identical", "prefix ratio",
               "first diff (median)")
     return Table(header, tuple(rows))
+
+
+def _collapse_row(task: str, label: str, c: Collapse, ratio: float | None) -> tuple[str, ...]:
+    truncated, empty, repeated = collapse_text(c)
+    shown = "-" if ratio is None else f"{ratio:.2f}"
+    return (task, label, str(c.answers), truncated, empty, shown, repeated)
+
+
+def collapse_table(c: Comparison) -> Table:
+    rows = []
+    for t in c.tasks:
+        if t.collapse is None:
+            continue
+        k = t.collapse
+        rows.append(_collapse_row(t.task, c.base.label, k.baseline, 1.0))
+        rows.append(_collapse_row(t.task, c.candidate.label, k.candidate, k.length_ratio))
+        rows += [_collapse_row(t.task, n.label, d, length_ratio(d, k.baseline))
+                 for n, d in zip(c.noises, k.noise, strict=False)]
+    header = ("task", "run", "answers", "truncated", "empty", "length ratio", "repetition")
+    return Table(header, tuple(rows))
+
+
+def shown_answer(item: ItemRecord, start: int) -> str:
+    """The answer from `start`; `(empty)` for an empty one, so it is not a blank column."""
+    if item.output is None:
+        return "(no answer: output null" + (", cut at max_tokens)" if truncated(item) else ")")
+    if not item.output:
+        return "(empty)"
+    return ("..." if start else "") + item.output[start:]
 
 
 def diverged_block(pair: Pair, base: str, candidate: str) -> SideBySide:
@@ -33,22 +73,31 @@ def diverged_block(pair: Pair, base: str, candidate: str) -> SideBySide:
     task, item_id = pair.key
     name = item_id if item_id.startswith(task) else f"{task} {item_id}"
     title = f"{name}: prefix ratio {pair.prefix_ratio:.3f}, first difference at character {first}"
-    return SideBySide(title, base, candidate, _from(pair.base_text, start),
-                      _from(pair.other_text, start))
+    return SideBySide(title, base, candidate, shown_answer(pair.base, start),
+                      shown_answer(pair.other, start))
 
 
-def _from(text: str, start: int) -> str:
-    return ("..." if start else "") + text[start:]
+def task_lines(c: Comparison) -> list[Block]:
+    noise = c.noise.label if c.noise else None
+    cand = c.candidate.label
+    lines: list[Block] = []
+    for t in c.tasks:
+        lines.append(f"{t.task}: {drift_sentence(t, cand, noise)}")
+        if t.instability:
+            lines.append(f"{t.task}: {instability_sentence(t, cand, [r.label for r in c.repeats])}")
+        if t.reasoning is not None:
+            lines.append(f"{t.task}: {reasoning_sentence(t.reasoning, cand)}")
+    return lines
 
 
 def compare_blocks(setup: Setup | None, c: Comparison) -> list[Block]:
-    noise = c.noise.label if c.noise else None
     blocks: list[Block] = [Heading("kveval compare"),
                            sides_block(("baseline", c.base), ("candidate", c.candidate),
-                                       ("noise", c.noise))]
+                                       *(("noise", n) for n in c.noises),
+                                       *(("candidate repeat", r) for r in c.repeats))]
     blocks += setup_blocks(setup)
-    blocks += [drift_table(c)]
-    blocks += [f"{t.task}: {drift_sentence(t, c.candidate.label, noise)}" for t in c.tasks]
+    blocks += [drift_table(c), *task_lines(c)]
+    blocks += [Heading("collapse"), collapse_table(c), REPETITION_NOTE]
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
     for t in c.tasks:
         blocks += [diverged_block(p, c.base.label, c.candidate.label) for p in t.diverged]

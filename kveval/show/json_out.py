@@ -8,13 +8,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kveval.judge.accuracy import WorstCase
+from kveval.judge.collapse import NGRAM, Collapse, TaskCollapse, length_ratio
 from kveval.judge.compare import Comparison, Drift, NoiseTest, Pairing, Side, TaskDrift
+from kveval.judge.decide import TaskDecision
+from kveval.judge.floor import SpreadTest
 from kveval.judge.stats import Interval
 from kveval.judge.verdict import Accuracy, GateReport, PairedComparison, ScoreReport, Setup
 from kveval.show.blocks import Block, Heading, Note, Rendered, SideBySide, Table
-from kveval.show.gate_view import decision_reason, gate_summary
+from kveval.show.gate_view import collapse_reason, decision_reason, gate_summary
 from kveval.show.score_view import TaskExtras
-from kveval.show.words import drift_sentence, overlap_sentence, paired_sentence
+from kveval.show.words import drift_sentence, overlap_sentence, paired_sentence, worst_sentence
 
 
 def dumps(data: Mapping[str, Any]) -> str:
@@ -70,12 +74,42 @@ def test_json(t: NoiseTest | None) -> dict[str, Any] | None:
             "noise_only": t.noise_only, "p_value": t.p_value, "drifts_more": t.drifts_more}
 
 
+def spread_json(s: SpreadTest | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"items": s.items, "candidate": s.candidate, "noise": list(s.noise),
+            "prediction_limit": s.limit, "p_value": s.p_value, "adjusted_p": s.adjusted_p,
+            "exceeds": s.exceeds, "method": "one-sided 95% prediction interval (logit scale)"}
+
+
+def collapse_side_json(c: Collapse, ratio: float | None) -> dict[str, Any]:
+    return {"answers": c.answers, "truncated": c.truncated, "empty": c.empty,
+            "length_ratio": ratio, "repetition": c.repetition, "mean_length": c.mean_length}
+
+
+def collapse_json(k: TaskCollapse | None) -> dict[str, Any] | None:
+    """The candidate's figures at the top, the baseline's and each noise run's inside."""
+    if k is None:
+        return None
+    return {**collapse_side_json(k.candidate, k.length_ratio), "ngram": NGRAM,
+            "baseline": collapse_side_json(k.baseline, 1.0),
+            "noise": [collapse_side_json(n, length_ratio(n, k.baseline)) for n in k.noise],
+            "candidate_only": k.candidate_only, "reference_only": k.reference_only}
+
+
 def task_drift_json(t: TaskDrift, candidate: str, noise: str | None) -> dict[str, Any]:
     return {
         "task": t.task,
         "candidate": drift_json(t.candidate),
         "noise": drift_json(t.noise),
         "noise_test": test_json(t.test),
+        "noise_runs": [drift_json(d) for d in t.noise_runs],
+        "between_noise": [drift_json(d) for d in t.between_noise],
+        "floor_spread_known": len(t.noise_runs) >= 2,
+        "spread_test": spread_json(t.spread),
+        "instability": [drift_json(d) for d in t.instability],
+        "reasoning": drift_json(t.reasoning),
+        "collapse": collapse_json(t.collapse),
         "summary": drift_sentence(t, candidate, noise),
         "diverged": [{"item_id": p.key[1], "prefix_ratio": p.prefix_ratio,
                       "first_difference": p.first_difference, "baseline": p.base_text,
@@ -90,6 +124,8 @@ def compare_json(setup: Setup | None, c: Comparison) -> dict[str, Any]:
         "baseline": side_json(c.base),
         "candidate": side_json(c.candidate),
         "noise": side_json(c.noise),
+        "noises": [side_json(n) for n in c.noises],
+        "candidate_repeats": [side_json(x) for x in c.repeats],
         "setup": setup_json(setup),
         "pairing": pairing_json(c.pairing),
         "tasks": [task_drift_json(t, c.candidate.label, noise) for t in c.tasks],
@@ -107,7 +143,19 @@ def paired_json(c: PairedComparison, base: str, candidate: str) -> dict[str, Any
         "largest_loss": c.largest_loss, "overlap": c.overlap,
         "overlap_verdict": overlap_sentence(c, candidate),
         "summary": paired_sentence(c, base, candidate),
+        "sole_metric": c.sole_metric,
+        "worst_case": worst_json(c.worst, candidate),
     }
+
+
+def worst_json(w: WorstCase | None, candidate: str) -> dict[str, Any] | None:
+    if w is None:
+        return None
+    t = w.table
+    return {"errors": w.errors, "both": t.both, "lost": t.lost, "gained": t.gained,
+            "neither": t.neither, "difference": t.difference,
+            "difference_interval": interval_json(w.difference), "largest_loss": w.largest_loss,
+            "summary": worst_sentence(w, candidate)}
 
 
 def block_json(block: Block) -> dict[str, Any]:
@@ -130,13 +178,29 @@ def score_json(r: ScoreReport, extras: TaskExtras | None = None) -> dict[str, An
         "run": side_json(r.run),
         "tasks": [{"task": s.task, "items": s.items, "errors": s.errors, "unscored": s.unscored,
                    "flexible": accuracy_json(s.flexible), "strict": accuracy_json(s.strict),
-                   "extras": [block_json(b) for b in extras.get(s.task, ())]}
+                   "extras": [block_json(b) for b in extras.get(s.task, ())],
+                   "collapse": score_collapse_json(r, s.task)}
                   for s in r.scores],
         "baseline": side_json(r.baseline),
         "setup": setup_json(r.setup),
         "pairing": pairing_json(r.pairing) if r.pairing else None,
         "paired": [paired_json(c, base, r.run.label) for c in r.accuracy],
     }
+
+
+def score_collapse_json(r: ScoreReport, task: str) -> dict[str, Any] | None:
+    c = r.collapse.get(task)
+    if c is None:
+        return None
+    base = r.baseline_collapse.get(task)
+    return {**collapse_side_json(c, length_ratio(c, base) if base else None), "ngram": NGRAM}
+
+
+def decision_json(d: TaskDecision, r: GateReport) -> dict[str, Any]:
+    return {"task": d.task, "rule": d.rule, "passed": d.passed, "status": d.status,
+            "cannot_judge": d.cannot_judge, "skipped": d.skipped, "collapsed": d.collapsed,
+            "drift_p_adjusted": d.drift_p, "collapse_p_adjusted": d.collapse_p,
+            "reason": decision_reason(d, r), "collapse_reason": collapse_reason(d, r)}
 
 
 def gate_json(r: GateReport) -> dict[str, Any]:
@@ -147,18 +211,21 @@ def gate_json(r: GateReport) -> dict[str, Any]:
     drifts = {t.task: t for t in c.tasks}
     return {
         "command": "gate",
-        "verdict": "pass" if r.passed else "regression",
+        "verdict": r.verdict,
         "exit_code": r.exit_code,
         "policy": r.policy, "margin_points": r.margin if r.policy == "paired" else None,
         "metric": r.metric,
         "baseline": side_json(c.base), "candidate": side_json(c.candidate),
         "noise": side_json(c.noise),
+        "noises": [side_json(n) for n in c.noises],
+        "candidate_repeats": [side_json(x) for x in c.repeats],
         "setup": setup_json(r.setup),
         "pairing": pairing_json(c.pairing),
-        "tasks": [{"task": d.task, "rule": d.rule, "passed": d.passed,
-                   "reason": decision_reason(d, r),
+        "tasks": [{**decision_json(d, r),
                    "accuracy": paired_json(comps[d.task], base, cand) if d.task in comps else None,
-                   "drift": task_drift_json(drifts[d.task], cand, noise)}
+                   "drift": (task_drift_json(drifts[d.task], cand, noise)
+                             if d.task in drifts else None),
+                   "collapse": collapse_json(drifts[d.task].collapse) if d.task in drifts else None}
                   for d in r.decisions],
         "summary": gate_summary(r),
     }

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from kveval.judge.collapse import length_ratio
 from kveval.judge.verdict import PairedComparison, ScoreReport, TaskScore
 from kveval.show.blocks import Block, Heading, Note, Table
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
-from kveval.show.words import accuracy_text, overlap_sentence, paired_sentence
+from kveval.show.words import (
+    REPETITION_NOTE,
+    accuracy_text,
+    collapse_text,
+    overlap_sentence,
+    paired_sentence,
+    worst_sentence,
+)
 
 TaskExtras = Mapping[str, Sequence[Block]]  # per task: sections appended below its score
 
@@ -34,12 +42,40 @@ def unscored_lines(scores: Sequence[TaskScore]) -> list[str]:
 
 
 def paired_rows(comps: Sequence[PairedComparison], candidate: str) -> tuple[tuple[str, ...], ...]:
-    strict = {c.task for c in comps if c.metric == "strict"}
     return tuple(
-        (c.task, c.metric if c.task in strict else "", accuracy_text(c.baseline),
+        (c.task, "" if c.sole_metric else c.metric, accuracy_text(c.baseline),
          accuracy_text(c.candidate), overlap_sentence(c, candidate))
         for c in comps
     )
+
+
+def collapse_rows(r: ScoreReport) -> tuple[tuple[str, ...], ...]:
+    rows = []
+    for task, c in r.collapse.items():
+        base = r.baseline_collapse.get(task)
+        ratio = length_ratio(c, base) if base is not None else None
+        truncated, empty, repeated = collapse_text(c)
+        rows.append((task, str(c.answers), truncated, empty,
+                     "-" if ratio is None else f"{ratio:.2f}", repeated))
+    return tuple(rows)
+
+
+def collapse_blocks(r: ScoreReport) -> list[Block]:
+    if not r.collapse:
+        return []
+    ratio = "length ratio" if r.baseline is not None else "length ratio (no baseline)"
+    header = ("task", "answers", "truncated", "empty", ratio, "repetition")
+    return [Heading("collapse"), Table(header, collapse_rows(r)), REPETITION_NOTE]
+
+
+def paired_lines(r: ScoreReport, base: str, cand: str) -> list[Block]:
+    lines: list[Block] = []
+    for c in r.accuracy:
+        name = c.task if c.sole_metric else f"{c.task} {c.metric}"
+        lines.append(f"{name}: {paired_sentence(c, base, cand)}")
+        if c.worst is not None:
+            lines.append(f"{name}: {worst_sentence(c.worst, cand)}")
+    return lines
 
 
 def score_blocks(r: ScoreReport, extras: TaskExtras | None = None) -> list[Block]:
@@ -52,6 +88,7 @@ def score_blocks(r: ScoreReport, extras: TaskExtras | None = None) -> list[Block
     if rows:
         blocks.append(Table(("task", "metric", "accuracy and 95% interval", "errors"), rows))
     blocks += unscored_lines(r.scores)
+    blocks += collapse_blocks(r)
     for task, extra in (extras or {}).items():
         if extra:
             blocks += [Heading(task), *extra]
@@ -61,6 +98,6 @@ def score_blocks(r: ScoreReport, extras: TaskExtras | None = None) -> list[Block
     blocks += [Heading(f"against the baseline {base}"), *setup_blocks(r.setup)]
     blocks.append(Table(("task", "metric", base, cand, "overlap verdict"),
                         paired_rows(r.accuracy, cand)))
-    blocks += [f"{c.task} {c.metric}: {paired_sentence(c, base, cand)}" for c in r.accuracy]
+    blocks += paired_lines(r, base, cand)
     blocks.append(pairing_line(r.pairing, base, cand))
     return blocks

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from statistics import NormalDist
 
 from kveval.formats.records import ItemRecord
+from kveval.safe import one_line
 
 Z95 = NormalDist().inv_cdf(0.975)
 
@@ -36,6 +37,12 @@ def _accuracy_line(items: Sequence[ItemRecord], field: str) -> str | None:
     return f"{k}/{n}  {100 * k / n:.1f}%  {100 * low:.1f} to {100 * high:.1f}"
 
 
+def _no_accuracy(items: int, errors: int) -> str:
+    if errors == items:
+        return "no answers: every item failed (the run file holds each error)"
+    return "no ground truth (compare it with `kveval compare`)"
+
+
 def render_run_summary(items: Sequence[ItemRecord], sent: int, wall_s: float, path: str) -> str:
     tasks = list(dict.fromkeys(i.task for i in items))
     lines = [f"{'task':<18}{'items':>6}{'errors':>8}  accuracy (Wilson 95%)"]
@@ -44,8 +51,8 @@ def render_run_summary(items: Sequence[ItemRecord], sent: int, wall_s: float, pa
         errors = sum(1 for i in mine if not i.ok)
         flexible = _accuracy_line(mine, "correct")
         strict = _accuracy_line(mine, "correct_strict")
-        shown = flexible or "no ground truth (compare it with `kveval compare`)"
-        lines.append(f"{task:<18}{len(mine):>6}{errors:>8}  {shown}")
+        shown = flexible or _no_accuracy(len(mine), errors)
+        lines.append(f"{one_line(task):<18}{len(mine):>6}{errors:>8}  {shown}")
         if strict:
             lines.append(f"{'':<18}{'':>6}{'':>8}  strict `#### N`: {strict}")
     lines.append(f"{len(items)} items ({sent} sent this time) in {wall_s:.1f} s -> {path}")

@@ -1,0 +1,142 @@
+"""Writing the run file: create, resume (rewrite then append), append one line per item.
+
+Appending is the only write during a run. Every failure is one RunFileError line that says
+what is on file; nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import stat
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from kveval.errors import RunFileError
+from kveval.formats.records import ItemRecord, RunHeader, to_json
+
+
+class RunWriter:
+    """Appends records to a run file, one whole line per write, so a crash loses at most one.
+
+    A failed write (disk full, a file-size limit) is undone to the last whole line: the file
+    stays valid, and the error says how many items it holds."""
+
+    def __init__(self, fd: int, path: Path, count: int) -> None:
+        self._fd = fd
+        self._size = os.fstat(fd).st_size
+        self.path = path
+        self.count = count  # items on file
+
+    def append(self, item: ItemRecord) -> None:
+        data = (to_json(item) + "\n").encode("utf-8")
+        try:
+            _write_all(self._fd, data)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise RunFileError(full_message(self.path, exc, self.count)) from None
+        self._size += len(data)
+        self.count += 1
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def full_message(path: Path, exc: OSError, count: int) -> str:
+    return (f"{path}: cannot write ({exc.strerror or exc}); the file is valid and holds "
+            f"{count} item(s); `kveval run ... --resume` continues it")
+
+
+def refuse_existing(path: Path) -> None:
+    """An existing run file is never touched without --resume or --overwrite."""
+    if path.exists():
+        raise RunFileError(f"{path}: exists; pass --resume to continue it or --overwrite "
+                           "to replace it")
+
+
+def check_writable(path: str | Path) -> None:
+    """Before any request: the run file's folder can be made and written, else one line."""
+    folder = Path(os.path.realpath(path)).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{Path(path).name}.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise RunFileError(f"{path}: cannot write here ({exc.strerror or exc})") from None
+
+
+def create_run(path: str | Path, header: RunHeader, overwrite: bool = False) -> RunWriter:
+    """Start a new run file; refuse to touch an existing one unless overwrite is set."""
+    path = Path(path)
+    if not overwrite:
+        refuse_existing(path)
+    return _rewrite(path, header, [])
+
+
+def reopen_run(path: str | Path, header: RunHeader, keep: Iterable[ItemRecord]) -> RunWriter:
+    """Resume: atomically rewrite the file as header + kept items, then append to it."""
+    return _rewrite(Path(path), header, keep)
+
+
+def _rewrite(path: Path, header: RunHeader, keep: Iterable[ItemRecord]) -> RunWriter:
+    """Write header + items to a temporary file beside the target, then rename it over.
+
+    Through a symlink the target is written and the link stays; an existing file keeps its
+    mode, a new one follows the umask; the temporary file never outlives a failure."""
+    _ignore_file_size_signal()
+    target = Path(os.path.realpath(path))
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+        count = _write_new(tmp, header, keep, mode)
+        os.replace(tmp, target)
+        return RunWriter(os.open(target, os.O_WRONLY | os.O_APPEND), path, count)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise RunFileError(f"{path}: cannot write ({exc.strerror or exc}); "
+                           "nothing on file changed") from None
+
+
+def _write_new(tmp: Path, header: RunHeader, keep: Iterable[ItemRecord], mode: int | None) -> int:
+    """The new file's lines, synced to disk; returns how many items it holds."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+    count = 0
+    with os.fdopen(fd, "wb") as fh:
+        if mode is not None:
+            os.fchmod(fh.fileno(), mode)
+        fh.write((to_json(header) + "\n").encode("utf-8"))
+        for item in keep:
+            fh.write((to_json(item) + "\n").encode("utf-8"))
+            count += 1
+        fh.flush()
+        os.fsync(fh.fileno())
+    return count
+
+
+def _ignore_file_size_signal() -> None:
+    """Past `ulimit -f`, a write then fails with EFBIG instead of killing the process."""
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+

@@ -1,0 +1,101 @@
+"""Pairs: the same item answered by two runs, matched by (task, item_id), and how far their
+answers agree (identical, shared-prefix ratio, first difference)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kveval.errors import IncomparableError
+from kveval.formats.records import ItemRecord
+from kveval.judge.sides import Side
+
+
+def shared_prefix_length(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))
+
+
+def prefix_ratio(a: str, b: str) -> float:
+    """Common prefix length over the longer text; two empty texts are identical (1.0)."""
+    longest = max(len(a), len(b))
+    return shared_prefix_length(a, b) / longest if longest else 1.0
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The same item answered in the baseline and in another run."""
+
+    base: ItemRecord
+    other: ItemRecord
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.base.key
+
+    @property
+    def base_text(self) -> str:
+        return self.base.output or ""
+
+    @property
+    def other_text(self) -> str:
+        return self.other.output or ""
+
+    @property
+    def answered(self) -> bool:
+        """Both runs gave an answer text; `output: null` (a reasoning server cut at its token
+        budget) is no answer, so it never counts as identical to another null."""
+        return self.base.output is not None and self.other.output is not None
+
+    @property
+    def identical(self) -> bool:
+        return self.answered and self.base_text == self.other_text
+
+    @property
+    def prefix_ratio(self) -> float:
+        return prefix_ratio(self.base_text, self.other_text) if self.answered else 0.0
+
+    @property
+    def first_difference(self) -> int | None:
+        """Character position of the first difference; None when the answers are identical."""
+        return None if self.identical else shared_prefix_length(self.base_text, self.other_text)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    pairs: tuple[Pair, ...]  # answered (status ok) in both runs
+    only_base: int  # items only the baseline has
+    only_other: int  # items only the other run has
+    with_errors: int  # items in both runs, left out because at least one is an error
+
+
+def pair_sides(base: Side, other: Side) -> Pairing:
+    """Pair by (task, item_id); a pair whose prompts differ makes the runs incomparable."""
+    others = {item.key: item for item in other.items}
+    both = [(item, others[item.key]) for item in base.items if item.key in others]
+    mismatched = [a.key for a, b in both if a.prompt_sha256 != b.prompt_sha256]
+    if mismatched:
+        task, item_id = mismatched[0]
+        raise IncomparableError(
+            f"{len(mismatched)} paired item(s) have different prompts in {base.path} and "
+            f"{other.path} (prompt_sha256 differs), e.g. {task} {item_id}"
+        )
+    pairs = tuple(Pair(a, b) for a, b in both if a.ok and b.ok)
+    return Pairing(
+        pairs=pairs,
+        only_base=len(base.items) - len(both),
+        only_other=len(others) - len(both),
+        with_errors=len(both) - len(pairs),
+    )
+
+
+def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
+    changed = [p for p in pairs if not p.identical]
+    return tuple(sorted(changed, key=lambda p: (p.prefix_ratio, p.key))[:count])
+
+
+def by_task(pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
+    grouped: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        grouped.setdefault(pair.key[0], []).append(pair)
+    return grouped

@@ -1,0 +1,103 @@
+"""Plain HTTP for the probes and the token counter (standard library only).
+
+Two promises the openai client does not make for these requests: credentials go to the
+endpoint's own origin only (a redirect elsewhere is followed without them), and a request
+has a total deadline, so a server that trickles its answer a byte at a time cannot hold the
+run up (a socket timeout only bounds each read).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from kveval.safe import redact_url
+
+_CHUNK = 65536
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
+def basic_auth(url: str) -> str | None:
+    """An Authorization header for credentials written into the URL (user:password@host)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return None
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return "Basic " + base64.b64encode(pair.encode()).decode()
+
+
+def auth_headers(url: str, api_key: str | None) -> dict[str, str]:
+    """The URL's Basic credentials win over the key, as in the openai client setup."""
+    auth = basic_auth(url) or (f"Bearer {api_key}" if api_key else None)
+    return {"Authorization": auth} if auth else {}
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects, but sends no Authorization header to another origin."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and origin(newurl) != origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects())
+
+
+def _read(request: urllib.request.Request, timeout: float, deadline: float) -> tuple[int, bytes]:
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            chunks = []
+            while chunk := response.read1(_CHUNK):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("deadline passed")
+                chunks.append(chunk)
+            return response.status, b"".join(chunks)
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+def fetch(url: str, api_key: str | None, timeout: float,
+          body: dict[str, Any] | None = None) -> tuple[int, bytes]:
+    """GET `url` (POST `body` as JSON when given) -> (status, body), all within `timeout`
+    seconds. Raises OSError (TimeoutError past the deadline) or ValueError (a bad URL)."""
+    headers = auth_headers(url, api_key)
+    data = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(redact_url(url), data=data, headers=headers,
+                                     method="POST" if body is not None else "GET")
+    return _within(lambda: _read(request, timeout, time.monotonic() + timeout), timeout)
+
+
+def _within(call: Any, timeout: float) -> tuple[int, bytes]:
+    """Run `call` in a daemon thread and give up on it after `timeout` seconds."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(timeout + 0.5)
+    if "value" in outcome:
+        return outcome["value"]
+    if "error" in outcome:
+        raise outcome["error"]
+    raise TimeoutError(f"no complete answer within {timeout:g} s")

@@ -1,0 +1,204 @@
+"""Collapse (truncated, empty, runaway, repetitive answers), reasoning answers, the noise
+floor's statistics, and the sentences that must not confuse."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from kveval.formats.records import ItemRecord
+from kveval.judge.collapse import collapse_of, repetition
+from kveval.judge.floor import count_test, holm, run_effects, spread_test
+from kveval.show.words import points
+from tests.test_cli_verdicts import fingerprint, header, kveval, write
+
+
+def answer(i: int, output: str | None, finish: str = "stop", correct: bool | None = True,
+           reasoning: str | None = None, task: str = "gsm8k") -> ItemRecord:
+    return ItemRecord(task=task, item_id=f"{task}/{i}", prompt_sha256=f"s{i}", request={},
+                      status="ok", output=output, finish_reason=finish, correct=correct,
+                      reasoning=reasoning)
+
+
+def plain(n: int, task: str = "gsm8k") -> list[ItemRecord]:
+    return [answer(i, f"The answer is {i}.", task=task) for i in range(n)]
+
+
+# ---------------------------------------------------------------- figures
+
+
+def test_repetition_is_the_share_of_repeated_4grams():
+    assert repetition("one two three four five six") == 0.0
+    # 8 words, 5 four-grams, of which "a b c d" appears twice: 1 - 4/5
+    assert repetition("a b c d a b c d") == pytest.approx(0.2)
+    assert repetition("? ? ? ? ? ? ? ? ? ? ? ?") == pytest.approx(1 - 1 / 9)
+    assert repetition("one two three") == 0.0 and repetition("") == 0.0
+
+
+def test_collapse_counts_truncated_empty_and_null_answers():
+    items = [answer(0, "fine"), answer(1, ""), answer(2, "   "), answer(3, "cut", "length"),
+             answer(4, None, "length")]
+    c = collapse_of(items)
+    assert (c.answers, c.truncated, c.empty, c.collapsed) == (5, 2, 2, 4)
+
+
+# ---------------------------------------------------------------- gate and compare
+
+
+@pytest.fixture
+def collapsing(tmp_path: Path) -> dict[str, str]:
+    base = plain(100)
+    # the candidate: 8 empty answers, all on items it still scores right (accuracy unchanged)
+    cand = [answer(i, "" if i < 8 else f"The answer is {i}.") for i in range(100)]
+    return {"a": write(tmp_path / "a.jsonl", header("a"), base),
+            "b": write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")), cand),
+            "n": write(tmp_path / "n.jsonl", header("n"), base)}
+
+
+def test_gate_fails_a_collapsing_candidate_without_noise(collapsing, capsys):
+    args = ["gate", "--baseline", collapsing["a"], "--candidate", collapsing["b"]]
+    code, out, _ = kveval(args, capsys)
+    assert code == 1, out
+    assert "gsm8k collapse: b has 8 of 100 answers truncated or empty, the baseline's (a) 0" in out
+    assert "COLLAPSE" in out and "gate: REGRESSION in gsm8k" in out
+    data = json.loads(kveval(args + ["--json"], capsys)[1])
+    task = data["tasks"][0]
+    assert task["collapsed"] and task["status"] == "regression"
+    assert set(task["drift"]["collapse"]) >= {"truncated", "empty", "length_ratio", "repetition"}
+    assert task["drift"]["collapse"]["empty"] == 8 and task["collapse"]["empty"] == 8
+
+
+def test_gate_judges_collapse_against_the_noise_floor(collapsing, tmp_path, capsys):
+    noisy = write(tmp_path / "m.jsonl", header("m"),
+                  [answer(i, "" if i % 10 == 0 else f"The answer is {i}.") for i in range(100)])
+    code, out, _ = kveval(["gate", "--baseline", collapsing["a"], "--candidate",
+                           collapsing["b"], "--noise", noisy], capsys)
+    assert code == 0, out  # the noise run is as empty as the candidate
+    code, _, _ = kveval(["gate", "--baseline", collapsing["a"], "--candidate", collapsing["b"],
+                         "--noise", collapsing["n"]], capsys)
+    assert code == 1
+
+
+def test_compare_and_score_report_collapse_per_task(collapsing, capsys):
+    code, out, _ = kveval(["compare", collapsing["a"], collapsing["b"], "--show", "1"], capsys)
+    assert code == 0
+    assert "truncated" in out and "8 (8.0%)" in out and "word 4-grams" in out
+    assert "(empty)" in out  # --show prints an empty answer as (empty), not a blank column
+    data = json.loads(kveval(["compare", collapsing["a"], collapsing["b"], "--json"], capsys)[1])
+    collapse = data["tasks"][0]["collapse"]
+    assert (collapse["empty"], collapse["truncated"]) == (8, 0)
+    assert collapse["length_ratio"] == pytest.approx(
+        sum(len(f"The answer is {i}.") for i in range(8, 100))
+        / sum(len(f"The answer is {i}.") for i in range(100)))
+    data = json.loads(kveval(["score", collapsing["b"], "--baseline", collapsing["a"], "--json"],
+                             capsys)[1])
+    assert data["tasks"][0]["collapse"]["empty"] == 8
+    assert data["tasks"][0]["collapse"]["length_ratio"] < 1
+
+
+def test_null_answers_cut_by_a_reasoning_budget_are_truncated_not_identical(tmp_path, capsys):
+    base = [answer(i, None, "length", correct=False, reasoning=f"think {i}") for i in range(20)]
+    cand = [answer(i, None, "length", correct=False, reasoning=f"think {i}" + ("!" if i < 5
+                                                                              else ""))
+            for i in range(20)]
+    a = write(tmp_path / "a.jsonl", header("a"), base)
+    b = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")), cand)
+    data = json.loads(kveval(["compare", a, b, "--json"], capsys)[1])
+    task = data["tasks"][0]
+    assert task["candidate"]["identical"] == 0  # null answers never count as identical
+    assert task["collapse"]["truncated"] == 20 and task["collapse"]["empty"] == 0
+    assert task["reasoning"]["changed"] == 5 and task["reasoning"]["pairs"] == 20
+    code, out, _ = kveval(["compare", a, b], capsys)
+    assert "reasoning (compared apart from the answer): b changed 5 of 20" in out
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def among(*own: int) -> list[list[int]]:
+    """Pairwise changed answers of runs that depart on `own` items each, never the same."""
+    return [[a + b if i != j else 0 for j, b in enumerate(own)] for i, a in enumerate(own)]
+
+
+def test_run_effects_recover_each_runs_own_departures():
+    assert run_effects(among(10, 20, 30)) == pytest.approx([10, 20, 30])
+    assert run_effects(among(5, 9, 12, 20)) == pytest.approx([5, 9, 12, 20])
+
+
+def test_spread_test_passes_a_run_like_the_others_and_fails_a_far_one():
+    runs = among(12, 10, 15, 12)
+    like = spread_test([12 + 13, 10 + 13, 15 + 13, 12 + 13], runs, 300)
+    assert not like.exceeds and like.candidate == 25 and like.noise == (22, 27, 24)
+    far = spread_test([12 + 80, 10 + 80, 15 + 80, 12 + 80], runs, 300)
+    assert far.exceeds and far.p_value < 0.01 and 25 < far.limit < 92
+    # restarts that never change an answer: one changed answer is not evidence
+    assert not spread_test([1, 1, 1], among(0, 0, 0), 168).exceeds
+    with pytest.raises(ValueError):
+        spread_test([3, 3], among(1, 1), 100)
+
+
+def test_spread_test_matches_the_prediction_interval_formula():
+    from scipy.stats import t
+
+    own = [10.0, 20.0, 30.0]
+    ys = [math.log(q + 1) for q in own]
+    mean = sum(ys) / 3
+    sd = math.sqrt(sum((y - mean) ** 2 for y in ys) / 2)
+    expected = t.sf((math.log(50 + 1) - mean) / (sd * math.sqrt(1 + 1 / 3)), df=2)
+    result = spread_test([60, 70, 80], among(10, 20, 30), 500)
+    assert result.p_value == pytest.approx(expected, rel=1e-9)
+    assert count_test(50, [10, 20, 30], 500).p_value == pytest.approx(expected, rel=1e-9)
+
+
+def test_holm_adjusts_step_down():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5]
+    assert holm([]) == []
+
+
+# ---------------------------------------------------------------- say it plainly
+
+
+def test_points_beside_a_margin_never_round_onto_it():
+    assert points(0.0296, 3.0) == "2.96"
+    assert points(0.03004, 3.0) == "3.004"
+    assert points(0.025, 3.0) == "2.5"
+    assert points(0.0296) == "3.0"
+
+
+def test_gsm8k_drift_is_labelled_information_and_needle_rows_say_no_metric(tmp_path, capsys):
+    items = plain(200) + [answer(i, f"needle {i}", task="needle") for i in range(200)]
+    changed = [answer(i, f"The answer is {i}!") if i < 20 else item
+               for i, item in enumerate(items)]
+    a = write(tmp_path / "a.jsonl", header("a"), items)
+    b = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")), changed)
+    code, out, _ = kveval(["gate", "--baseline", a, "--candidate", b], capsys)
+    assert code == 0
+    assert "gsm8k: drift, not judged: gsm8k is judged by accuracy; b changed 20 of 200" in out
+    assert "flexible" not in out
+    code, out, _ = kveval(["score", b, "--baseline", a], capsys)
+    assert "flexible" not in out
+
+
+def test_compare_holm_adjusts_the_spread_tests_across_tasks(tmp_path, capsys):
+    def run(label: str, seed: int, own: dict[str, int]) -> str:
+        items = []
+        for task in ("t1", "t2"):
+            chosen = {(seed * 37 + 11 * i) % 300 for i in range(own[task])}
+            items += [ItemRecord(task=task, item_id=f"{task}{i}", prompt_sha256=f"{task}{i}",
+                                 request={}, status="ok",
+                                 output=f"{task} {i}" + (f" {seed}" if i in chosen else ""))
+                      for i in range(300)]
+        return write(tmp_path / f"{label}.jsonl", header(label), items)
+
+    a = run("a", 0, {"t1": 12, "t2": 12})
+    noise = [run(f"n{k}", k, {"t1": c, "t2": c}) for k, c in ((1, 10), (2, 15), (3, 12))]
+    cand = run("c", 5, {"t1": 40, "t2": 30})
+    args = ["compare", a, cand, *(x for n in noise for x in ("--noise", n)), "--json"]
+    tests = [t["spread_test"] for t in json.loads(kveval(args, capsys)[1])["tasks"]]
+    low, high = sorted(t["p_value"] for t in tests)
+    assert low < high < 0.5
+    assert sorted(t["adjusted_p"] for t in tests) == pytest.approx([2 * low, max(2 * low, high)])
