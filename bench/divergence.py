@@ -70,6 +70,8 @@ def pairs(base: Run, other: Run) -> list[Pair]:
 
 
 def smallest_n(flags: dict[int, float]) -> str:
+    if not flags:  # fewer than 3 items
+        return "-"
     found = [n for n, power in sorted(flags.items()) if power >= POWER]
     return str(found[0]) if found else f"> {max(flags)}"
 
