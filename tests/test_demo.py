@@ -66,8 +66,12 @@ def test_demo_tells_the_whole_story(tmp_path: Path, gsm8k_dir: Path) -> None:
         lines = (out / f"{label}.jsonl").read_text().splitlines()
         header = json.loads(lines[0])
         kinds[label] = header["fingerprint"]["engine"]["kv_cache_type"]
+        assert header["order"] == ("shuffle" if label == "f16-b" else "data")  # the noise run
         tasks = {json.loads(line)["task"] for line in lines[1:]}
         assert tasks == {"gsm8k", "prompts", "short-prompts", "needle"} and len(lines) == 9
     assert kinds == {"f16-a": "f16", "f16-b": "f16", "q8_0": "q8_0"}
     assert (out / "suite.toml").is_file()
+    page = out / "report.html"
+    assert result.stdout.rstrip("\n").splitlines()[-1] == str(page)
+    assert 'class="banner' in page.read_text() and 'id="setup"' in page.read_text()
     assert wall < 300

@@ -126,13 +126,15 @@ def rollout_sizes() -> dict[str, int]:
             lines = (ROOT / params["data"]).read_text().splitlines()
             sizes[name] = sum(bool(line.strip()) for line in lines)
         else:
-            sizes[name] = len(params["lengths"]) * len(params["depths"]) * params["trials"]
+            sizes[name] = len(params["lengths"]) * len(params["depths"]) * params["trials"] \
+                * len(params.get("copy_lengths", [0]))
     return sizes
 
 
 def test_byte_identical_runs_never_regress_under_any_policy(tmp_path, capsys):
     sizes = rollout_sizes()
-    assert set(sizes) == {"gsm8k", "prompts", "needle", "evidence"} and sizes["needle"] == 40
+    assert set(sizes) == {"gsm8k", "prompts", "needle", "evidence", "copy", "mrcr"}
+    assert sizes["needle"] == 40 and sizes["copy"] == 18
     items = []
     for task, n in sizes.items():
         if task == "prompts":

@@ -10,6 +10,7 @@ from kveval.adapters.gsm8k import (
     Gsm8kData,
     extract_flexible,
     extract_strict,
+    lm_eval_exact,
     same_number,
 )
 from kveval.adapters.text import strip_thinking
@@ -33,7 +34,10 @@ DATA = Gsm8kData(train=TRAIN, test=TEST, source="memory")
         ("<think>maybe 12 or 13</think>The answer is 14", "14", None),
         ("<think>#### 99 is wrong</think>\n#### 7", "7", "7"),
         ("First 3 apples, then 5 pears, so 8 fruits in all.", "8", None),
-        ("#### $25", "25", "25"),
+        ("#### $25", "25", None),
+        ("The loss is \u22127 degrees.\n#### \u22127", "-7", "-7"),
+        ("#### 5\n#### 6", "6", "5"),
+        ("#### 1,000.", "1,000", "1,000."),
     ],
 )
 def test_extraction_on_tricky_outputs(output: str, flexible: str | None,
@@ -96,3 +100,24 @@ def test_score_records_flexible_as_correct_and_strict_beside_it() -> None:
     assert (formatted.correct, formatted.correct_strict) == (True, True)
     wrong = ADAPTER.score(item, "#### 1000\nActually 999")
     assert (wrong.correct, wrong.correct_strict) == (False, True)
+
+
+@pytest.mark.parametrize(
+    ("prediction", "reference", "same"),
+    [("18", "18", True), ("1,000.", "1000", True), ("$18", "18", True), ("18.00", "18", False),
+     ("-7", "-7", True), ("7", "-7", False), (None, "1", False)],
+)
+def test_strict_compares_as_lm_eval_exact_match_does(prediction: str | None, reference: str,
+                                                     same: bool) -> None:
+    assert lm_eval_exact(prediction, reference) is same
+
+
+def test_strict_is_lm_eval_strict_match_and_flexible_compares_numbers() -> None:
+    item = Item(task="gsm8k", item_id="x", prompt="p", reference="18")
+    dollars = ADAPTER.score(item, "She makes $18.\n#### $18")
+    assert (dollars.correct, dollars.correct_strict) == (True, False)
+    decimals = ADAPTER.score(item, "#### 18.00")
+    assert (decimals.correct, decimals.correct_strict) == (True, False)
+    minus = ADAPTER.score(Item(task="gsm8k", item_id="y", prompt="p", reference="-3"),
+                          "It falls by 3.\n#### \u22123")
+    assert (minus.correct, minus.correct_strict, minus.extracted) == (True, True, "-3")

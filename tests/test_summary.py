@@ -32,3 +32,13 @@ def test_summary_counts_errors_apart_and_prints_published_format() -> None:
     assert "459/500  91.8%  89.1 to 93.9" in text
     assert "gsm8k                501       1" in text
     assert "strict `#### N`: 400/500" in text
+
+
+def test_summary_lists_tasks_in_suite_order_whatever_order_answers_came_in() -> None:
+    items = [ItemRecord(task=task, item_id=f"{task}{i}", prompt_sha256="x", request={},
+                        status="ok", output="a") for i in range(3)
+             for task in ("prompts", "needle", "gsm8k")]
+    text = render_run_summary(items, sent=9, wall_s=1.0, path="r.jsonl",
+                              order=["gsm8k", "unbuilt", "needle", "prompts"])
+    rows = [line.split()[0] for line in text.splitlines()[1:-1]]
+    assert rows == ["gsm8k", "needle", "prompts"]

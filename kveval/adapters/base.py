@@ -53,9 +53,15 @@ class Item:
     messages: tuple[Message, ...] | None = None
     reference: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    max_tokens: int | None = None  # this item's own answer budget; None: the spec's
+    # The text whose sha256 names the prompt when another tool defines it (lm-eval hashes
+    # its own JSON of the chat messages); None: kveval's own rule below.
+    hash_body: str | None = None
 
     @property
     def prompt_sha256(self) -> str:
+        if self.hash_body is not None:
+            return hashlib.sha256(self.hash_body.encode("utf-8")).hexdigest()
         body = self.prompt if self.prompt is not None else json.dumps(
             list(self.messages or ()), ensure_ascii=False, sort_keys=True
         )

@@ -1,11 +1,21 @@
-"""GSM8K, 8-shot, greedy: prompts as lm-evaluation-harness builds them, two extractions.
+r"""GSM8K, 8-shot, greedy: prompts as lm-evaluation-harness builds them, two extractions.
 
-`correct` is the flexible match (the last number in the answer), robust to chat models
-that drop the `#### N` format; `correct_strict` is the `#### N` match beside it.
+Few-shot exemplars: `first` (default) puts the first N train items before every question
+(lm-eval's `first_n` sampler, vLLM's gsm8k_eval.py), so a server can reuse one cached prefix;
+`lm-eval` draws them as lm-eval's default sampler does, so prompts are byte-identical to
+lm-eval's and each item's prompt_sha256 equals lm-eval's prompt_hash.
+
+`correct` is the flexible match (the last number in the answer, compared as a number),
+robust to chat models that drop the `#### N` format. `correct_strict` is lm-evaluation-
+harness's strict-match: its regex `#### (\-?[0-9\.\,]+)`, the first match, compared as
+its exact_match does (`,` and `$` removed, one trailing `.` removed). Before either, a
+`<think>` block is removed and the unicode minus sign (U+2212) becomes `-`.
 """
 
 from __future__ import annotations
 
+import json
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +25,10 @@ from typing import Any
 from kveval.adapters.base import BuildContext, Item, Message, Score, TaskSpec
 from kveval.adapters.text import strip_thinking
 
-_STRICT = re.compile(r"#### \$?(-?[0-9.,]+)")
+_STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")  # lm-eval's strict-match, verbatim
+# lm-eval gsm8k.yaml's regexes_to_ignore for exact_match, in its order
+_IGNORED = tuple(re.compile(p) for p in (",", r"\$", r"(?s).*#### ", r"\.$"))
+MINUS = "\u2212"  # the unicode minus sign, read as "-"
 _NUMBER = re.compile(r"-?\$?[0-9][0-9,]*(?:\.[0-9]+)?|-?\$?\.[0-9]+")
 
 
@@ -47,15 +60,34 @@ def same_number(a: str | None, b: str | None) -> bool:
     return x is not None and y is not None and x == y
 
 
+def answer_text(output: str) -> str:
+    """The answer without its thinking, the unicode minus sign read as "-"."""
+    return strip_thinking(output).replace(MINUS, "-")
+
+
 def extract_strict(output: str) -> str | None:
-    """The number after the first `#### `, as the reference answers give it."""
-    match = _STRICT.search(strip_thinking(output))
-    return match.group(1) if match else None
+    """lm-eval's strict-match: the first `#### N` (so `#### $18` is none)."""
+    match = _STRICT.search(answer_text(output))
+    return match.group(1).strip() if match else None
+
+
+def lm_eval_exact(prediction: str | None, reference: str | None) -> bool:
+    """lm-eval's exact_match for GSM8K: both sides without `,`, `$`, a trailing `.`, any case."""
+    if prediction is None or reference is None:
+        return False
+    return _lm_eval_normal(prediction) == _lm_eval_normal(reference)
+
+
+def _lm_eval_normal(text: str) -> str:
+    for pattern in _IGNORED:
+        text = pattern.sub("", text)
+    return text.lower()
 
 
 def extract_flexible(output: str) -> str | None:
-    """The last number in the answer (thinking removed), as lm-evaluation-harness does."""
-    numbers = _NUMBER.findall(strip_thinking(output))
+    """The last number in the answer (thinking removed); see README for how it differs from
+    lm-eval's flexible-extract."""
+    numbers = _NUMBER.findall(answer_text(output))
     for candidate in reversed(numbers):
         if normalize_number(candidate) is not None:
             return candidate.replace("$", "")
@@ -67,13 +99,41 @@ def reference_answer(worked: str) -> str:
     return worked.split("####")[-1].strip().replace(",", "")
 
 
+FEWSHOT_MODES = ("first", "lm-eval")
+LMEVAL_SEED = 1234  # lm-eval's default --fewshot_seed
+
+
 def shots(train: Sequence[Mapping[str, str]], n: int, seed: int | None) -> list[Mapping[str, str]]:
     """The first n train items, or n sampled with random.Random(seed) when a seed is given."""
     if seed is None:
         return list(train[:n])
-    import random
-
     return random.Random(seed).sample(list(train), n)
+
+
+def lmeval_draws(train: Sequence[Mapping[str, str]], n: int, seed: int,
+                 count: int) -> list[list[Mapping[str, str]]]:
+    """lm-eval's default ContextSampler: one random.Random(seed) stream shared by all
+    questions in question order; question i gets the i-th draw of n train items. (The
+    sampler leaves the question itself out only when it samples from the test split.)"""
+    rnd = random.Random(seed)
+    pool = list(train)
+    return [rnd.sample(pool, n) if n else [] for _ in range(count)]
+
+
+def lmeval_chat_messages(exemplars: Sequence[Mapping[str, str]],
+                         question: str) -> tuple[Message, ...]:
+    """lm-eval's chat prompt (--apply_chat_template, few-shot as multiple turns)."""
+    messages: list[Message] = []
+    for s in exemplars:
+        messages.append({"role": "user", "content": f"Question: {s['question']}\nAnswer:"})
+        messages.append({"role": "assistant", "content": s["answer"]})
+    messages.append({"role": "user", "content": f"Question: {question}\nAnswer:"})
+    return tuple(messages)
+
+
+def lmeval_chat_hash_body(messages: Sequence[Message]) -> str:
+    """The text lm-eval hashes into prompt_hash for a chat prompt: its JSON of the messages."""
+    return json.dumps(list(messages), ensure_ascii=False)
 
 
 def completion_prompt(exemplars: Sequence[Mapping[str, str]], question: str) -> str:
@@ -97,13 +157,23 @@ class Gsm8k:
     def build(self, spec: TaskSpec, ctx: BuildContext) -> list[Item]:
         data: Gsm8kData = ctx.data
         params: dict[str, Any] = spec.params
-        exemplars = shots(data.train, int(params.get("shots", 8)), params.get("shot_seed"))
         split = params.get("split", "test")
         rows = data.test if spec.limit is None else data.test[: spec.limit]
-        return [self._item(spec, exemplars, split, i, row) for i, row in enumerate(rows)]
+        lmeval = params.get("fewshot", "first") == "lm-eval"
+        draws = self._draws(data, params, len(rows), lmeval)
+        return [self._item(spec, draws[i], split, i, row, lmeval) for i, row in enumerate(rows)]
+
+    @staticmethod
+    def _draws(data: Gsm8kData, params: dict[str, Any], count: int,
+               lmeval: bool) -> Sequence[Sequence[Mapping[str, str]]]:
+        n = int(params.get("shots", 8))
+        if lmeval:
+            return lmeval_draws(data.train, n, int(params.get("fewshot_seed", LMEVAL_SEED)),
+                                count)
+        return [shots(data.train, n, params.get("shot_seed"))] * count
 
     def _item(self, spec: TaskSpec, exemplars: Sequence[Mapping[str, str]], split: str,
-              index: int, row: Mapping[str, str]) -> Item:
+              index: int, row: Mapping[str, str], lmeval: bool = False) -> Item:
         question = row["question"]
         common: dict[str, Any] = {
             "task": spec.name,
@@ -111,6 +181,9 @@ class Gsm8k:
             "reference": reference_answer(row["answer"]),
             "meta": {"index": index},
         }
+        if spec.api == "chat" and lmeval:
+            messages = lmeval_chat_messages(exemplars, question)
+            return Item(messages=messages, hash_body=lmeval_chat_hash_body(messages), **common)
         if spec.api == "chat":
             return Item(messages=chat_messages(exemplars, question), **common)
         return Item(prompt=completion_prompt(exemplars, question), **common)
@@ -121,7 +194,7 @@ class Gsm8k:
         return Score(
             extracted=flexible,
             correct=same_number(flexible, item.reference),
-            correct_strict=same_number(strict, item.reference),
+            correct_strict=lm_eval_exact(strict, item.reference),
             meta={"extracted_strict": strict},
         )
 

@@ -13,6 +13,7 @@ import click
 
 from kveval import __version__
 from kveval.cli.demo import demo
+from kveval.cli.report import report
 from kveval.cli.run import run, tasks
 from kveval.cli.verdicts import compare, gate, score
 from kveval.errors import EXIT_INPUT, KvevalError
@@ -30,10 +31,11 @@ def cli() -> None:
     kveval compare  results/bf16a.jsonl results/fp8.jsonl --noise results/bf16b.jsonl
     kveval score    results/fp8.jsonl --baseline results/bf16a.jsonl
     kveval gate     --baseline A --candidate B --noise N   # 0 pass, 1 regression, 2 cannot judge
+    kveval report   --baseline A --candidate B --noise N -o report.html   # the same, as a page
     """
 
 
-for command in (run, tasks, compare, score, gate, demo):
+for command in (run, tasks, compare, score, gate, report, demo):
     cli.add_command(command)
 
 

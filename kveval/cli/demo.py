@@ -1,6 +1,6 @@
 """`kveval demo`: the whole KV-cache story on the embedded engine, in minutes on a laptop CPU.
 
-Baseline (f16 KV cache) twice with a server restart between, the candidate once, then
+Baseline (f16 KV cache) twice, restarted and shuffled between, the candidate once, then
 compare, score and gate: the same commands a user runs against their own server.
 """
 
@@ -16,6 +16,7 @@ import click
 CANDIDATES = ("q8_0", "q4_0")
 BASELINE = "f16"
 CTX = 4096
+PAGE = "report.html"  # the gate's verdict and its evidence as one HTML page
 
 
 @dataclass(frozen=True)
@@ -72,12 +73,14 @@ class Step:
     label: str
     kv_cache_type: str
     what: str
+    order: str = "data"  # --order: the noise floor's run is shuffled
 
 
 def steps(candidate: str) -> tuple[Step, ...]:
     return (
         Step(f"{BASELINE}-a", BASELINE, f"baseline: {BASELINE} KV cache"),
-        Step(f"{BASELINE}-b", BASELINE, f"baseline again after a restart: {BASELINE} KV cache"),
+        Step(f"{BASELINE}-b", BASELINE,
+             f"baseline again after a restart, items shuffled: {BASELINE} KV cache", "shuffle"),
         Step(candidate, candidate, f"candidate: {candidate} KV cache"),
     )
 
@@ -107,7 +110,7 @@ def run_step(step: Step, number: int, suite: Path, out: Path, data: str | None) 
     args = [
         "--suite", str(suite), "--label", step.label, "-o", str(out / f"{step.label}.jsonl"),
         "--overwrite", "--kv-cache-type", step.kv_cache_type, "--ctx", str(CTX),
-        "--concurrency", "1",
+        "--concurrency", "1", "--order", step.order,
     ]  # fmt: skip
     return invoke(run, args + (["--data", data] if data else []))
 
@@ -120,8 +123,9 @@ def verdicts(out: Path, runs: tuple[Step, ...]) -> int:
     invoke(compare, [a, cand, "--noise", b])
     note(f"\n$ kveval score {cand} --baseline {a}")
     invoke(score, [cand, "--baseline", a])
-    note(f"\n$ kveval gate --baseline {a} --candidate {cand} --noise {b}")
-    return invoke(gate, ["--baseline", a, "--candidate", cand, "--noise", b])
+    page = str(out / PAGE)
+    note(f"\n$ kveval gate --baseline {a} --candidate {cand} --noise {b} --html {page}")
+    return invoke(gate, ["--baseline", a, "--candidate", cand, "--noise", b, "--html", page])
 
 
 GATE_WORDS = {
@@ -143,8 +147,8 @@ def explain(candidate: str, gate_code: int, out: Path, wall_s: float) -> str:
 What you just saw ({wall_s / 60:.1f} minutes)
   kveval started a llama.cpp server on a small bundled model (SmolLM2-135M, on the CPU) and
   ran one suite (GSM8K questions, regression prompts, a needle in a haystack) three times:
-  with the default f16 KV cache, again with f16 after a restart, then with a {candidate} KV
-  cache. Every answer is saved in {out}/*.jsonl.
+  with the default f16 KV cache, again with f16 after a restart in another order, then with
+  a {candidate} KV cache. Every answer is saved in {out}/*.jsonl.
   - compare: how many answers the {candidate} cache changed, next to how many a mere restart
     changed. That second number is the noise floor: only change beyond it is evidence.
     (llama.cpp on a CPU is deterministic, so here a restart may change nothing; a GPU
@@ -160,13 +164,17 @@ What you just saw ({wall_s / 60:.1f} minutes)
 
 Do the same on your own server (vLLM, SGLang, llama.cpp, Ollama):
   kveval run --endpoint http://HOST:8000/v1 --suite {suite} --label bf16a -o results/bf16a.jsonl
-  #   restart the server unchanged, then the noise floor:
-  kveval run --endpoint http://HOST:8000/v1 --suite {suite} --label bf16b -o results/bf16b.jsonl
+  #   restart the server unchanged, then the noise floor (another order: other batches):
+  kveval run --endpoint http://HOST:8000/v1 --suite {suite} --order shuffle --label bf16b -o results/bf16b.jsonl
   #   restart it with the change (e.g. vllm serve MODEL --kv-cache-dtype fp8), then:
   kveval run --endpoint http://HOST:8000/v1 --suite {suite} --label fp8 -o results/fp8.jsonl
   kveval gate --baseline results/bf16a.jsonl --candidate results/fp8.jsonl --noise results/bf16b.jsonl
   ({out}/suite.toml is the small suite used here; tasks/rollout.toml, with 500 GSM8K
   questions and long-context probes, is sized for a decision.)
+
+The same verdict as one page, with charts and the changed answers side by side
+(kveval report, or gate --html FILE); open it in a browser:
+{out / PAGE}
 """  # noqa: E501
 
 
@@ -185,7 +193,8 @@ def demo(candidate: str, limit: int | None, output_dir: str, data: str | None) -
 
     \b
     Three runs of a small suite on SmolLM2-135M (CPU): f16 KV cache, f16 again after a
-    restart (the noise floor), then the candidate KV cache; then compare, score and gate.
+    restart, items shuffled (the noise floor), then the candidate KV cache; then compare,
+    score and gate, and the HTML page of the verdict (its path is the last line printed).
     About 6 minutes on 2 CPU cores at the default sizes (q4_0: 8); --limit 2: 2.
     Exit 0 when the demo ran (whatever the gate decided), 2 when the gate could not judge.
     """
@@ -203,5 +212,5 @@ def demo(candidate: str, limit: int | None, output_dir: str, data: str | None) -
         if code != 0:
             note(f"run {step.label} exited {code}: some items failed; the gate will say so")
     gate_code = verdicts(out, runs)
-    click.echo(explain(candidate, gate_code, out, time.monotonic() - started))
+    click.echo(explain(candidate, gate_code, out, time.monotonic() - started).rstrip("\n"))
     return 2 if gate_code not in (0, 1) else 0

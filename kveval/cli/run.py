@@ -26,7 +26,14 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
               help="API mode for every task. Default: each task's own.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Answer budget for every task.")
 @click.option("--seed", type=int, default=1234, show_default=True,
-              help="Sent with every request and recorded; also seeds sampled exemplars.")
+              help="The server's sampling seed: sent as `seed` in every request and recorded. "
+                   "It seeds nothing in kveval (exemplars: --fewshot-seed or a suite's shot_seed; "
+                   "--order shuffle: a seed of its own).")
+@click.option("--order", type=click.Choice(["data", "shuffle"]), default="data",
+              show_default=True,
+              help="Send items in the data's order, or shuffled (seed drawn and recorded in "
+                   "the header as order_seed) so other requests share a batch: the noise "
+                   "floor's run. --resume keeps the file's order.")
 @click.option("--extra-body", metavar="JSON", help="JSON object merged into every request, e.g. "
               "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}'. Keys kveval sets "
               "(model, prompt, temperature, max_tokens, stop, seed, ...) are refused.")
@@ -45,6 +52,14 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
               "Default: datasets.load_dataset('openai/gsm8k', 'main').")
 @click.option("--prompts", "prompts_file", metavar="FILE",
               help="Prompt file for the prompts task (text lines or JSONL).")
+@click.option("--fewshot", type=click.Choice(["first", "lm-eval"]),
+              help="GSM8K exemplars: first = the first N train items for every question "
+                   "(default); lm-eval = drawn as lm-eval's default sampler does, so prompts "
+                   "match lm-eval's byte for byte.")
+@click.option("--shots", type=click.IntRange(min=0), help="GSM8K exemplars per question "
+              "(default 8; lm-eval's gsm8k uses 5).")
+@click.option("--fewshot-seed", type=int, help="With --fewshot lm-eval: the sampler's seed "
+              "(lm-eval's --fewshot_seed, default 1234).")
 @click.option("--lengths", metavar="LIST", help="Long-context lengths in tokens, e.g. 4k,16k,64k.")
 @click.option("--depths", metavar="LIST", help="Needle depths in percent, e.g. 0,25,50,75,100.")
 @click.option("--trials", type=click.IntRange(min=1), help="Trials per length and depth.")
@@ -54,6 +69,8 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 @click.option("--teacher-force", metavar="BASELINE.jsonl", type=click.Path(dir_okay=False),
               help="Score BASELINE's own answers under this server: log-probabilities of "
                    "every answer token (completions echo). Implies --logprobs 5 unless given.")
+@click.option("--copy-lengths", metavar="LIST", help="copy task: passage lengths in tokens, "
+              "e.g. 64,512.")
 @click.option("--model-path", type=click.Path(dir_okay=False), help="Embedded engine: a GGUF "
               "model file. Default: the bundled SmolLM2-135M-Instruct.")
 @click.option("--kv-cache-type", type=click.Choice(["f16", "q8_0", "q4_0"]),

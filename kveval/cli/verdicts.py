@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from kveval.cli import curves
+
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
     from kveval.show.report import Block
@@ -34,25 +36,38 @@ def _check_output(as_json: bool, markdown: bool) -> None:
 
 
 def _load(path: str) -> Side:
-    """A kveval run file, or the tutorial's JSON array of answer strings."""
+    """A kveval run file, an lm-eval samples log, or the tutorial's JSON array of answers."""
+    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
     from kveval.formats.records import is_answer_array, read_answer_array, read_run
     from kveval.judge.compare import side_from_answers, side_from_run
 
+    if looks_like_lmeval(path):
+        return side_from_run(read_lmeval(path))
     if is_answer_array(path):
         return side_from_answers(path, read_answer_array(path))
-    return side_from_run(read_run(path))
+    return side_from_run(read_run(path, judging=True))
 
 
 def _load_run(path: str) -> Side:
-    """A kveval run file; arrays of answers carry no scores."""
+    """A kveval run file or an lm-eval samples log; arrays of answers carry no scores."""
     from kveval.errors import UsageError
+    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
     from kveval.formats.records import is_answer_array, read_run
     from kveval.judge.compare import side_from_run
 
+    if looks_like_lmeval(path):
+        return side_from_run(read_lmeval(path))
     if is_answer_array(path):
         raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
                          "kveval run files (compare reads both)")
-    return side_from_run(read_run(path))
+    return side_from_run(read_run(path, judging=True))
+
+
+def _check_fewshot(*sides: Side | None) -> None:
+    """An lm-eval log paired with a kveval run: refuse when their few-shot prompts differ."""
+    from kveval.judge.fewshot import check_fewshot
+
+    check_fewshot(sides)
 
 
 def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
@@ -85,16 +100,18 @@ def _repeat_option(func: F) -> F:
 @_repeat_option
 @click.option("--show", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
               help="Print the K most diverged pairs side by side.")
+@curves.threshold_option
 @_output_options
 def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
-            show: int, as_json: bool, markdown: bool) -> int:
+            show: int, effective_threshold: float, as_json: bool, markdown: bool) -> int:
     """How many answers B changed from A, beside the noise floor N.
 
     \b
     Per task: identical answers, mean shared-prefix ratio, median first difference, whether
     B drifts more than the noise floor, and collapse (truncated and empty answers, length
-    ratio, repetition). A, B and N are kveval run files, or all JSON arrays of answer
-    strings (paired by position).
+    ratio, repetition). A, B and N are kveval run files or lm-eval sample logs (a
+    samples file, its results file or their folder), or all JSON arrays of answer strings
+    (paired by position).
     """
     from kveval.judge.compare import compare_sides
     from kveval.judge.verdict import inspect_setup
@@ -103,9 +120,14 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     _check_output(as_json, markdown)
     base, cand = _load(baseline), _load(candidate)
     noises, again = [_load(path) for path in noise], [_load(path) for path in repeats]
+    _check_fewshot(base, cand, *noises, *again)
     result = compare_sides(base, cand, show=show, noises=noises, repeats=again)
     setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
-    blocks, data = report.compare_blocks(setup, result), report.compare_json(setup, result)
+    found = curves.curves(cand, base, effective_threshold)
+    data = curves.attach(report.compare_json(setup, result), found)
+    if noises:
+        data["noise_length_curves"] = curves.noise_json(base, noises, effective_threshold)
+    blocks = report.compare_blocks(setup, result) + curves.headed(found)
     _with_divergence(result, blocks, data)
     _emit(blocks, data, as_json, markdown)
     return 0
@@ -161,8 +183,10 @@ def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
 @click.command()
 @click.argument("run_path", metavar="RUN")
 @click.option("--baseline", metavar="B", help="Compare with a baseline run on the same items.")
+@curves.threshold_option
 @_output_options
-def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) -> int:
+def score(run_path: str, baseline: str | None, effective_threshold: float, as_json: bool,
+          markdown: bool) -> int:
     """Accuracy per task with Wilson 95% intervals; with --baseline, the paired view.
 
     \b
@@ -176,10 +200,13 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
     _check_output(as_json, markdown)
     run = _load_run(run_path)
     base = _load_run(baseline) if baseline else None
+    _check_fewshot(run, base)
     result = score_report(run, base)
     extras = task_extras(run, base)
-    _emit(report.score_blocks(result, extras), report.score_json(result, extras), as_json,
-          markdown)
+    found = curves.curves(run, base, effective_threshold)
+    shown = {task: extras.get(task, []) + extra for task, extra in curves.blocks(found).items()}
+    _emit(report.score_blocks(result, {**extras, **shown}),
+          curves.attach(report.score_json(result, extras), found), as_json, markdown)
     return 0
 
 
@@ -205,13 +232,20 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool) ->
                    "(0.02 = 2%).")
 @click.option("--skip", multiple=True, metavar="TASK",
               help="Leave a task unjudged (repeatable), e.g. one too small for the margin.")
+@click.option("--html", metavar="FILE",
+              help="Also write the HTML page of `kveval report` (on pass, regression or "
+                   "cannot judge).")
+@curves.min_recovery_option
+@curves.threshold_option
 @click.option("--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
               help="Fail a task whose mean per-token KL exceeds the (first) noise run's by more "
                    "than NATS (one-sided Wilcoxon, p < 0.05). Needs --noise and --logprobs runs.")
 @_output_options
 def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
          policy: str, margin: float | None, metric: str, max_error_rate: float,
-         skip: tuple[str, ...], max_kl: float | None, as_json: bool, markdown: bool) -> int:
+         skip: tuple[str, ...], html: str | None, min_recovery: float | None,
+         effective_threshold: float, max_kl: float | None, as_json: bool,
+         markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
@@ -219,7 +253,9 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     the candidate or a noise run lacks, no paired items, a pair whose prompt differs,
     different sampling parameters, errors and missing items above --max-error-rate, or a
     task too small for --policy paired's margin (unless --skip TASK).
+    With --markdown on GitHub Actions, the block is also appended to $GITHUB_STEP_SUMMARY.
     """
+    from kveval.cli.report import GateArgs, cannot_judge_markdown, publish
     from kveval.errors import KvevalError, UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
     from kveval.judge.verdict import gate as judge
@@ -228,18 +264,26 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     _check_output(as_json, markdown)
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
+    args = GateArgs(baseline, candidate, noise, repeats, skip, policy,
+                    (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None,
+                    metric)
     try:
+        base, cand = _load_run(baseline), _load_run(candidate)
+        noises, again = [_load_run(p) for p in noise], [_load_run(p) for p in repeats]
+        _check_fewshot(base, cand, *noises, *again)
         result = judge(
-            _load_run(baseline), _load_run(candidate), policy=policy,
-            margin=DEFAULT_MARGIN if margin is None else margin, metric=metric,
-            max_error_rate=max_error_rate, noises=[_load_run(path) for path in noise],
-            repeats=[_load_run(path) for path in repeats], skip=skip,
+            base, cand, policy=policy, margin=DEFAULT_MARGIN if margin is None else margin,
+            metric=metric, max_error_rate=max_error_rate, noises=noises, repeats=again,
+            skip=skip,
         )
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
+        publish(args, html, cannot_judge_markdown(str(exc)) if markdown else None, None, exc)
         raise
-    blocks, data = report.gate_blocks(result), report.gate_json(result)
+    found = curves.curves(cand, base, effective_threshold)
+    result = curves.with_recovery(result, found, min_recovery, skip)
+    blocks, data = curves.gate_output(result, found, min_recovery)
     try:
         added = _with_divergence(result.comparison, blocks, data, max_kl, skip)
     except KvevalError as exc:
@@ -247,4 +291,6 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
         raise
     _emit(blocks, data, as_json, markdown)
+    summary = report.to_markdown(blocks) if markdown else None
+    publish(args, html, summary, result, None)
     return max(result.exit_code, added)

@@ -2,7 +2,8 @@
 
 Appending is the only write during a run, so a crash loses at most the line being
 written; `read_run` tolerates exactly that (a truncated last line) and nothing else.
-This module owns `SCHEMA_VERSION`, the records and reading; formats/writer.py writes.
+This module owns `SCHEMA_VERSION`, the records and reading (the typed decoding behind
+`read_run` is formats/reader.py); formats/writer.py writes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kveval.errors import RunFileError
 
@@ -36,7 +37,7 @@ def stable(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunHeader:
     """Line 1 of a run file: what was run, against what, with which settings."""
 
@@ -50,22 +51,28 @@ class RunHeader:
     created: str
     kveval_version: str
     setup: dict[str, str] = field(default_factory=dict)  # what the user states: --setup K=V
+    order: Literal["data", "shuffle"] = "data"  # the order items were sent in (--order)
+    order_seed: int | None = None  # with shuffle: random.Random(order_seed) shuffled them
     schema_version: int = SCHEMA_VERSION
-    type: str = "run"
+    type: Literal["run"] = "run"
 
     def task(self, name: str) -> dict[str, Any] | None:
         return next((t for t in self.tasks if t.get("name") == name), None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ItemRecord:
-    """One item's request, answer and score."""
+    """One item's request, answer and score.
+
+    `output` is None for an error item, and for an answer whose content the server sent as
+    null (a reasoning server whose budget ran out while thinking): never the same as "".
+    """
 
     task: str
     item_id: str  # stable across runs, e.g. gsm8k/test/0042
     prompt_sha256: str
     request: dict[str, Any]  # the request body as sent (prompt or messages, sampling)
-    status: str  # "ok" or "error"
+    status: Literal["ok", "error"]
     output: str | None = None
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
@@ -78,7 +85,7 @@ class ItemRecord:
     meta: dict[str, Any] = field(default_factory=dict)
     reasoning: str | None = None  # a reasoning server's separate thinking text
     logprobs: dict[str, Any] | None = None  # --logprobs K: parallel arrays, see run/logprobs.py
-    type: str = "item"
+    type: Literal["item"] = "item"
 
     @property
     def key(self) -> tuple[str, str]:
@@ -109,75 +116,16 @@ def to_json(record: RunHeader | ItemRecord) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def _build(cls: type, data: dict[str, Any], where: str) -> Any:
-    names = {f.name for f in fields(cls)}
-    try:
-        return cls(**{k: v for k, v in data.items() if k in names})
-    except TypeError as exc:
-        raise RunFileError(f"{where}: not a kveval {cls.__name__} ({exc})") from None
+def read_run(path: str | Path, *, judging: bool = False) -> Run:
+    """Read a run file, every field validated; raise RunFileError with one clear line
+    (`fp8.jsonl:17: correct: expected bool, got str`) when it cannot be read.
 
+    `judging=True` leaves out what judging never reads, the largest part of a record: each
+    item's `request` ({}), `usage` and `latency_s` (None). A resumed run needs them all.
+    """
+    from kveval.formats.reader import read_run_file
 
-def _parse_header(line: str, path: Path) -> RunHeader:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError:
-        raise RunFileError(f"{path}: line 1 is not JSON; not a kveval run file") from None
-    if not isinstance(data, dict) or data.get("type") != "run":
-        raise RunFileError(f"{path}: line 1 is not a kveval run header")
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise RunFileError(
-            f"{path}: schema_version {version!r} is not supported "
-            f"(this kveval reads {SCHEMA_VERSION})"
-        )
-    header: RunHeader = _build(RunHeader, data, f"{path}:1")
-    return header
-
-
-def _parse_items(lines: list[str], path: Path) -> tuple[list[ItemRecord], bool]:
-    items: list[ItemRecord] = []
-    for number, line in enumerate(lines, start=2):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines) + 1:  # the last line, cut short by a crash
-                return items, True
-            raise RunFileError(f"{path}:{number}: line is not JSON") from None
-        if not isinstance(data, dict) or data.get("type") != "item":
-            raise RunFileError(f"{path}:{number}: not an item record")
-        items.append(_build(ItemRecord, data, f"{path}:{number}"))
-    return items, False
-
-
-def read_run(path: str | Path) -> Run:
-    """Read a run file; raise RunFileError with one clear line when it cannot be read."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RunFileError(f"{path}: no such run file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunFileError(f"{path}: cannot read ({exc})") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not lines or not lines[0].strip():
-        raise RunFileError(f"{path}: empty file; not a kveval run file")
-    header = _parse_header(lines[0], path)
-    items, truncated = _parse_items(lines[1:], path)
-    return Run(header=header, items=dedupe(items), path=path, truncated_tail=truncated)
-
-
-def dedupe(items: Iterable[ItemRecord]) -> list[ItemRecord]:
-    """Keep one record per (task, item_id): the last, preferring an ok answer over an error."""
-    kept: dict[tuple[str, str], ItemRecord] = {}
-    for item in items:
-        old = kept.get(item.key)
-        if old is None or item.ok or not old.ok:
-            kept[item.key] = item
-    return list(kept.values())
+    return read_run_file(Path(path), judging=judging)
 
 
 def read_answer_array(path: str | Path) -> list[str]:
@@ -199,7 +147,7 @@ def is_answer_array(path: str | Path) -> bool:
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read(64).lstrip().startswith("[")
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # read_run says what is wrong with it
         return False
 
 

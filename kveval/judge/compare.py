@@ -1,15 +1,16 @@
 """What changed between two runs' answers, and whether it is more than the noise floor.
 
 Runs are paired by (task, item_id). Per task: how many answers are identical, the mean
-shared-prefix ratio (common prefix length over the longer output, in characters, as the
-widely copied FP8 KV-cache tutorial script computes it) and the median position of the first
-difference. Given one noise run (the baseline setup restarted), the candidate's drift is
-tested against the noise run's on the same items: an exact McNemar test on the per-item
-indicator "identical to the baseline", noise vs candidate; the floor's own spread is then
-unknown. Given two or more, their spread is the floor (judge/floor.py). Drift is measured on
-the answer (`output`); a reasoning server's `reasoning` text is compared apart. Candidate
-repeats (more runs of the candidate's setup) show its own instability. Every task also gets
-its collapse figures (judge/collapse.py).
+shared-prefix ratio and the median position of the first difference (judge/pairs.py: a
+pair's common prefix over the longer output, in characters, two empty outputs scored 1,
+averaged over pairs; not the widely copied FP8 KV-cache tutorial's figure, which divides by
+the first file's answer and scores two empty answers 0). Given one noise run (the baseline
+setup restarted), the candidate's drift is tested against the noise run's on the same items:
+an exact McNemar test on the per-item indicator "identical to the baseline", noise vs
+candidate; the floor's own spread is then unknown. Given two or more, their spread is the
+floor (judge/floor.py). Drift is measured on the answer (`output`); a reasoning server's
+`reasoning` text is compared apart. Candidate repeats (more runs of the candidate's setup)
+show its own instability. Every task also gets its collapse figures (judge/collapse.py).
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ class TaskDecision:
     collapsed: bool = False  # more truncated or empty answers than the floor, beyond chance
     drift_p: float | None = None  # the drift test's p-value, Holm-adjusted across tasks
     collapse_p: float | None = None  # the collapse test's p-value, Holm-adjusted across tasks
+    detail: str | None = None  # the reason in words, for rules judged elsewhere ("recovery")
 
     @property
     def status(self) -> str:

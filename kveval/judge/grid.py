@@ -20,6 +20,7 @@ from kveval.safe import markdown
 CLASS_ORDERS = {
     "evidence_class": ("exact", "wrong_record", "corrupted", "no_answer"),
     "needle_class": ("exact", "wrong_key", "corrupted", "no_answer"),
+    "mrcr_class": ("exact", "partial", "wrong_piece", "no_prefix"),
 }
 
 

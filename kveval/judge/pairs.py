@@ -1,9 +1,13 @@
 """Pairs: the same item answered by two runs, matched by (task, item_id), and how far their
-answers agree (identical, shared-prefix ratio, first difference)."""
+answers agree (identical, shared-prefix ratio, first difference).
+
+The shared-prefix ratio of a pair is its common prefix over the longer answer, in
+characters, with two empty answers scored 1 (identical); drift averages it over pairs. The
+widely copied FP8 KV-cache tutorial script computes another figure: it divides by the length
+of the first file's answer and scores two empty answers 0."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -13,16 +17,28 @@ from kveval.judge.sides import Side
 
 
 def shared_prefix_length(a: str, b: str) -> int:
-    return len(os.path.commonprefix([a, b]))
+    """Characters the two texts share from the start: a binary search on slices compared in
+    C (os.path.commonprefix walks character by character in Python)."""
+    if a == b:
+        return len(a)
+    low, high = 0, min(len(a), len(b))  # a[:low] == b[:low]; the answer is at most high
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def prefix_ratio(a: str, b: str) -> float:
-    """Common prefix length over the longer text; two empty texts are identical (1.0)."""
+    """Common prefix length over the longer text; two empty texts are identical (1.0).
+    Not the tutorial's figure, which divides by the first text's length and gives 0 there."""
     longest = max(len(a), len(b))
     return shared_prefix_length(a, b) / longest if longest else 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pair:
     """The same item answered in the baseline and in another run."""
 
@@ -72,7 +88,8 @@ class Pairing:
 def pair_sides(base: Side, other: Side) -> Pairing:
     """Pair by (task, item_id); a pair whose prompts differ makes the runs incomparable."""
     others = {item.key: item for item in other.items}
-    both = [(item, others[item.key]) for item in base.items if item.key in others]
+    found = ((item, others.get(item.key)) for item in base.items)
+    both = [(a, b) for a, b in found if b is not None]
     mismatched = [a.key for a, b in both if a.prompt_sha256 != b.prompt_sha256]
     if mismatched:
         task, item_id = mismatched[0]

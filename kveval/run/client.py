@@ -47,6 +47,7 @@ class Reply:
     latency_s: float = 0.0
     error: str | None = None
     logprobs: dict[str, Any] | None = None  # compact, see run/logprobs.py
+    reasoning: str | None = None  # a reasoning server's thinking, apart from the answer
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
         body["messages"] = list(item.messages)
     else:
         body["prompt"] = item.prompt
-    body["max_tokens"] = spec.max_tokens
+    body["max_tokens"] = item.max_tokens if item.max_tokens is not None else spec.max_tokens
     body["temperature"] = spec.temperature
     if spec.stop:
         body["stop"] = list(spec.stop)
@@ -148,10 +149,10 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
     try:
         choice = data["choices"][0]
         message = choice.get("message")
-        text = (message.get("content") or "") if message is not None else choice["text"]
+        text, reasoning = _message(message) if message is not None else (choice["text"], None)
     except (KeyError, IndexError, TypeError, AttributeError):
-        text = None
-    if not isinstance(text, str):
+        text = reasoning = 0  # neither a text nor null: malformed
+    if not all(value is None or isinstance(value, str) for value in (text, reasoning)):
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed response: {one_line(str(data))[:200]}")
     usage = data.get("usage")
@@ -167,7 +168,7 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
                      error=f"malformed log-probabilities: {one_line(str(exc))[:200]}")
     return Reply(text=text, finish_reason=reason if isinstance(reason, str) else None,
                  usage=usage if isinstance(usage, dict) else None, latency_s=latency_s,
-                 logprobs=logprobs)
+                 logprobs=logprobs, reasoning=reasoning)
 
 
 def _forced(choice: Any, text: str, span: Span, k: int) -> dict[str, Any]:
@@ -177,13 +178,22 @@ def _forced(choice: Any, text: str, span: Span, k: int) -> dict[str, Any]:
     return answer_logprobs(choice["logprobs"], text[span[0]:span[1]], text[span[1]:], k)
 
 
+def _message(message: Any) -> tuple[Any, Any]:
+    """A chat message's answer and thinking. A null content stays None (a reasoning server
+    whose budget ran out while thinking), never "". vLLM's and SGLang's reasoning parsers
+    send the thinking as `reasoning_content`; newer vLLM and Ollama as `reasoning`."""
+    reasoning = message.get("reasoning_content")
+    return message.get("content"), message.get("reasoning") if reasoning is None else reasoning
+
+
 def _masked(reply: Reply, secrets: tuple[str, ...]) -> Reply:
     """A key that the server echoed is masked before it can be written or printed."""
     if not secrets:
         return reply
     return dataclasses.replace(
         reply, text=reply.text and mask(reply.text, secrets),
-        error=reply.error and mask(reply.error, secrets))
+        error=reply.error and mask(reply.error, secrets),
+        reasoning=reply.reasoning and mask(reply.reasoning, secrets))
 
 
 async def _attempt(conn: Connection, body: dict[str, Any]) -> Any:

@@ -10,6 +10,7 @@ from typing import Any
 
 from kveval.errors import UsageError
 from kveval.run.client import check_extra_body
+from kveval.run.tasks import FEWSHOT_KEYS
 
 NAME = re.compile(r"[A-Za-z0-9._-]+")  # a label or a --setup key: a name, never a path
 
@@ -36,9 +37,11 @@ class RunOptions:
     prompts_file: str | None
     params: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)  # model_path, kv_cache_type, ctx
+    fewshot: dict[str, Any] = field(default_factory=dict)  # gsm8k: fewshot, shots, fewshot_seed
     setup: dict[str, str] = field(default_factory=dict)  # --setup KEY=VALUE: what the user states
     logprobs: int | None = None  # --logprobs K; None: each task's own (suite key), else off
     teacher_force: str | None = None  # --teacher-force BASELINE.jsonl
+    order: str = "data"  # --order: data or shuffle
 
     @classmethod
     def from_cli(cls, o: dict[str, Any]) -> RunOptions:
@@ -53,7 +56,8 @@ class RunOptions:
             seed=o["seed"], extra_body=parse_extra_body(o["extra_body"]), timeout=o["timeout"],
             retries=o["retries"], resume=o["resume"], overwrite=o["overwrite"], data=o["data"],
             prompts_file=o["prompts_file"], params=_grid_params(o), engine=engine,
-            setup=parse_setup(o.get("setup") or ()),
+            setup=parse_setup(o.get("setup") or ()), order=o.get("order") or "data",
+            fewshot={k: o[k] for k in FEWSHOT_KEYS if o.get(k) is not None},
             logprobs=o.get("logprobs"), teacher_force=o.get("teacher_force"),
         )
 
@@ -132,6 +136,10 @@ def _grid_params(o: dict[str, Any]) -> dict[str, Any]:
         params["depths"] = _parse_depths(o["depths"])
     if o["trials"]:
         params["trials"] = o["trials"]
+    if o.get("copy_lengths"):
+        from kveval.adapters.haystack import parse_lengths
+
+        params["copy_lengths"] = parse_lengths(o["copy_lengths"])
     return params
 
 

@@ -46,13 +46,14 @@ def to_record(job: Job, reply: Reply) -> ItemRecord:
         "latency_s": reply.latency_s,
         "meta": dict(item.meta),
     }
-    if reply.error is not None or reply.text is None:
-        return ItemRecord(status="error", error=reply.error or "empty reply", **common)
-    score = ADAPTERS[job.spec.adapter].score(item, reply.text)
+    if reply.error is not None:
+        return ItemRecord(status="error", error=reply.error, **common)
+    score = ADAPTERS[job.spec.adapter].score(item, reply.text or "")  # null: no answer
     common["meta"].update(score.meta)
     return ItemRecord(
         status="ok",
         output=reply.text,
+        reasoning=reply.reasoning,
         finish_reason=reply.finish_reason,
         usage=reply.usage,
         extracted=score.extracted,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -27,11 +28,19 @@ from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
 from kveval.run.resume import answered_keys, existing_run, kept_items, open_writer
 from kveval.run.runner import Job, execute, plan
-from kveval.run.tasks import Suite, builtin_spec, override, read_suite, resolve_builtin_data
+from kveval.run.tasks import (
+    Suite,
+    builtin_spec,
+    override,
+    read_suite,
+    resolve_builtin_data,
+    resolve_fewshot,
+)
 from kveval.safe import one_line
 
 EMBEDDED = "embedded"
-LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence"})  # sized in server tokens
+# sized in server tokens
+LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence", "copy", "mrcr"})
 
 
 # ---------------------------------------------------------------- specs and data
@@ -50,7 +59,10 @@ def resolve(opts: RunOptions) -> Resolved:
     suite = read_suite(opts.suite) if opts.suite else Suite([])
     specs = list(suite.specs)
     specs += [builtin_spec(name) for name in opts.task_names if name not in {s.name for s in specs}]
-    resolved = [resolve_builtin_data(_apply_options(spec, opts)) for spec in specs]
+    if opts.fewshot and not any(spec.adapter == "gsm8k" for spec in specs):
+        raise UsageError("--fewshot, --shots and --fewshot-seed apply to the gsm8k task only")
+    resolved = [resolve_fewshot(resolve_builtin_data(_apply_options(spec, opts)))
+                for spec in specs]
     for spec in resolved:
         if spec.temperature != 0:
             raise UsageError(f"task {spec.name!r}: temperature {spec.temperature}: kveval runs "
@@ -67,11 +79,14 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
         data = opts.data
     if spec.adapter == "prompts" and opts.prompts_file:
         data = opts.prompts_file
-    grid = dict(opts.params) if spec.adapter in LONG_CONTEXT else {}
+    params = {k: v for k, v in opts.params.items() if k != "copy_lengths" or spec.adapter == "copy"}
+    params = params if spec.adapter in LONG_CONTEXT else {}
+    if spec.adapter == "gsm8k":
+        params = opts.fewshot
     if opts.logprobs is not None:
-        grid["logprobs"] = opts.logprobs
+        params = {**params, "logprobs": opts.logprobs}
     return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
-                    params=grid)
+                    params=params)
 
 
 def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
@@ -134,7 +149,17 @@ def make_header(opts: RunOptions, target: Target, resolved: Resolved,
         concurrency=opts.concurrency, fingerprint=target.info.fingerprint,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         kveval_version=__version__, setup=resolved.setup,
+        order="shuffle" if opts.order == "shuffle" else "data",
+        order_seed=random.SystemRandom().randrange(2**32) if opts.order == "shuffle" else None,
     )
+
+
+def in_order(jobs: Sequence[Job], header: RunHeader) -> list[Job]:
+    """The jobs in the header's order: as built, or shuffled by random.Random(order_seed)."""
+    ordered = list(jobs)
+    if header.order == "shuffle":
+        random.Random(header.order_seed).shuffle(ordered)
+    return ordered
 
 
 # ---------------------------------------------------------------- the session
@@ -203,7 +228,7 @@ def run_forced(opts: RunOptions, started: float) -> int:
 
 
 def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job],
-             old: Run | None, started: float) -> int:
+             old: Run | None, started: float, order: Sequence[str] = ()) -> int:
     """Send what the run file does not hold yet, append each record, print the summary."""
     config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
     done = answered_keys(old, header, [job.item for job in jobs])
@@ -212,7 +237,7 @@ def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job
                       lambda: open_writer(opts.output, opts.overwrite, header, old, done),
                       f"run {opts.label}", before=_preflight(target, pending))
     every = kept_items(old, done) + records
-    return summarize(opts, every, records, time.perf_counter() - started)
+    return summarize(opts, every, records, time.perf_counter() - started, order)
 
 
 def run_session(opts: RunOptions) -> int:
@@ -229,17 +254,20 @@ def run_session(opts: RunOptions) -> int:
     with open_target(opts, logits_all) as target:
         built, sizing = build_items(resolved.specs, loaded, target)
         header = make_header(opts, target, resolved, {**sources, **sizing})
-        jobs = plan(built, target.model, opts.seed, resolved.extra_body)
+        jobs = in_order(plan(built, target.model, opts.seed, resolved.extra_body),
+                        old.header if old else header)  # a resumed run keeps its order
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
-        return send_all(opts, target, header, jobs, old, started)
+        return send_all(opts, target, header, jobs, old, started,
+                        [spec.name for spec in resolved.specs])
 
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
-              wall_s: float) -> int:
+              wall_s: float, order: Sequence[str] = ()) -> int:
     from kveval.show.summary import render_run_summary
 
-    click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output)))
+    click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output),
+                                  order=order))
     errors = sum(1 for item in items if not item.ok)
     if errors:
         click.echo(f"{errors} item(s) failed; `kveval run ... --resume -o {opts.output}` "

@@ -19,6 +19,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+# GSM8K's few-shot keys (suite keys and options): how exemplars are chosen
+FEWSHOT_KEYS = ("fewshot", "shots", "fewshot_seed")
 _SPEC_FIELDS = {f.name for f in dataclasses.fields(TaskSpec)} - {"params"}
 _PATH_PARAMS = ("data",)
 
@@ -139,3 +141,29 @@ def override(spec: TaskSpec, **changes: Any) -> TaskSpec:
     if "stop" in given:
         given["stop"] = tuple(given["stop"])
     return dataclasses.replace(spec, **given, params=params)
+
+
+def resolve_fewshot(spec: TaskSpec) -> TaskSpec:
+    """Check GSM8K's few-shot keys; with `lm-eval` record the sampler's seed (default 1234)."""
+    if spec.adapter != "gsm8k":
+        return spec
+    from kveval.adapters.gsm8k import FEWSHOT_MODES, LMEVAL_SEED
+
+    p = spec.params
+    mode = p.get("fewshot", "first")
+    if mode not in FEWSHOT_MODES:
+        raise UsageError(f"task {spec.name}: fewshot {mode!r}: expected first or lm-eval")
+    if not isinstance(p.get("shots", 8), int) or p.get("shots", 8) < 0:
+        raise UsageError(f"task {spec.name}: shots {p.get('shots')!r}: expected a count >= 0")
+    if mode == "first" and "fewshot_seed" in p:
+        raise UsageError(f"task {spec.name}: fewshot_seed (--fewshot-seed) applies only to "
+                         "--fewshot lm-eval")
+    if mode == "lm-eval" and "shot_seed" in p:
+        raise UsageError(f"task {spec.name}: shot_seed samples one set of exemplars for "
+                         "--fewshot first; lm-eval's sampler takes --fewshot-seed")
+    if mode == "lm-eval" and not isinstance(p.get("fewshot_seed", LMEVAL_SEED), int):
+        raise UsageError(f"task {spec.name}: fewshot_seed {p['fewshot_seed']!r}: expected an "
+                         "integer")
+    if mode == "lm-eval":
+        return dataclasses.replace(spec, params={"fewshot_seed": LMEVAL_SEED, **p})
+    return spec

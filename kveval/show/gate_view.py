@@ -56,6 +56,8 @@ def drift_reason(d: TaskDecision, r: GateReport) -> str:
 
 
 def decision_reason(d: TaskDecision, r: GateReport) -> str:
+    if d.detail is not None:
+        return d.detail
     comp = _comparison(r, d.task)
     if d.skipped:
         return "skipped (--skip)"
@@ -95,7 +97,7 @@ def _metric(comp: PairedComparison | None) -> str:
 def gate_rows(r: GateReport) -> tuple[tuple[str, ...], ...]:
     rows = []
     for d in r.decisions:
-        comp = _comparison(r, d.task)
+        comp = _comparison(r, d.task) if d.rule != "recovery" else None
         rule = d.rule or "-"
         rows.append((d.task, rule + (" + collapse" if d.collapsed else ""), _metric(comp),
                      accuracy_text(comp.baseline) if comp else "-",
@@ -105,7 +107,8 @@ def gate_rows(r: GateReport) -> tuple[tuple[str, ...], ...]:
 
 def gate_summary(r: GateReport) -> str:
     rule = f"policy {r.policy}" + (f", margin {r.margin:g} points" if r.policy == "paired" else "")
-    failed = [d.task for d in r.decisions if d.passed is False]
+    failed = [d.task + (" (AUC recovery)" if d.rule == "recovery" else "")
+              for d in r.decisions if d.passed is False]
     unjudged = [d.task for d in r.decisions if d.status == "cannot judge"]
     skipped = [d.task for d in r.decisions if d.skipped]
     extra = f"; skipped {', '.join(skipped)}" if skipped else ""

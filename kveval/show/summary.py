@@ -43,8 +43,11 @@ def _no_accuracy(items: int, errors: int) -> str:
     return "no ground truth (compare it with `kveval compare`)"
 
 
-def render_run_summary(items: Sequence[ItemRecord], sent: int, wall_s: float, path: str) -> str:
-    tasks = list(dict.fromkeys(i.task for i in items))
+def render_run_summary(items: Sequence[ItemRecord], sent: int, wall_s: float, path: str,
+                       order: Sequence[str] = ()) -> str:
+    """Accuracy per task; tasks in `order` (the suite's) first, then any others as they come."""
+    present = {i.task for i in items}
+    tasks = [t for t in dict.fromkeys([*order, *(i.task for i in items)]) if t in present]
     lines = [f"{'task':<18}{'items':>6}{'errors':>8}  accuracy (Wilson 95%)"]
     for task in tasks:
         mine = [i for i in items if i.task == task]

@@ -1,0 +1,174 @@
+"""`kveval report`: the gate's verdict and its evidence as one self-contained HTML page.
+
+The same page is what `kveval gate --html FILE` writes beside its decision. A run file that
+cannot be read or runs that cannot be judged still give a page (CANNOT JUDGE, with the
+reason), so a CI job always has an artifact to upload; the exit code is the gate's.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from kveval.judge.compare import Side
+    from kveval.judge.verdict import GateReport
+    from kveval.show.page import Inputs
+
+
+def _read(path: str | None) -> Side | None:
+    from kveval.cli.verdicts import _load_run
+
+    return _load_run(path) if path else None
+
+
+@dataclass(frozen=True)
+class GateArgs:
+    """The run files and options of a gate: what `report` and `gate --html` draw."""
+
+    baseline: str
+    candidate: str
+    noise: tuple[str, ...]
+    repeats: tuple[str, ...]
+    skip: tuple[str, ...]
+    policy: str
+    margin: float | None  # None: the policy has no margin
+    metric: str
+
+
+def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
+    """The runs as read; the first file that cannot be read is the error (the page says so)."""
+    from kveval.errors import KvevalError
+    from kveval.show.page import Inputs
+
+    sides: list[Side | None] = []
+    error: Exception | None = None
+    for path in (args.baseline, args.candidate, *args.noise, *args.repeats):
+        try:
+            sides.append(_read(path))
+        except KvevalError as exc:
+            sides.append(None)
+            error = error or exc
+    noise, repeats = sides[2:2 + len(args.noise)], sides[2 + len(args.noise):]
+    return Inputs(sides[0], sides[1], tuple(s for s in noise if s is not None),
+                  tuple(s for s in repeats if s is not None), args.skip, args.policy,
+                  args.margin, args.metric), error
+
+
+def judge_inputs(inputs: Inputs, max_error_rate: float,
+                 ) -> tuple[GateReport | None, Exception | None]:
+    """The gate's decision on runs that were all read, or why it cannot be taken."""
+    from kveval.errors import KvevalError
+    from kveval.judge.fewshot import check_fewshot
+    from kveval.judge.verdict import DEFAULT_MARGIN, gate
+
+    assert inputs.baseline is not None and inputs.candidate is not None
+    try:
+        check_fewshot([inputs.baseline, inputs.candidate, *inputs.noise, *inputs.repeats])
+        return gate(inputs.baseline, inputs.candidate, policy=inputs.policy,
+                    margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
+                    metric=inputs.metric, max_error_rate=max_error_rate, noises=inputs.noise,
+                    repeats=inputs.repeats, skip=inputs.skip), None
+    except KvevalError as exc:
+        return None, exc
+
+
+def page_html(inputs: Inputs, result: GateReport | None, error: Exception | None) -> str:
+    from kveval.cli.verdicts import task_extras
+    from kveval.show.html import render
+    from kveval.show.page import page_data
+
+    reason = None if error is None else str(error)
+    return render(page_data(inputs, result, reason, extras=task_extras))
+
+
+def write_page(path: str, html: str) -> None:
+    from kveval.errors import UsageError
+
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the page ({exc.strerror or exc})") from None
+
+
+def publish(args: GateArgs, html: str | None, summary: str | None, result: GateReport | None,
+            error: Exception | None) -> None:
+    """What gate writes beside its decision: the page (`--html FILE`) and the Markdown
+    `summary` (with `--markdown`) in the GitHub Actions job summary."""
+    if summary is not None:
+        append_step_summary(summary)
+    if html:
+        inputs, read_error = load_inputs(args)
+        write_page(html, page_html(inputs, result, error or read_error))
+        click.echo(f"kveval: wrote the page {html}", err=True)
+
+
+def cannot_judge_markdown(reason: str) -> str:
+    from kveval.safe import markdown
+
+    return f"### kveval gate: CANNOT JUDGE\n\n{markdown(reason)}\n"
+
+
+def append_step_summary(markdown: str) -> None:
+    """On GitHub Actions, the gate's Markdown also goes to the job's summary page."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    try:
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(markdown + "\n")
+    except OSError as exc:
+        click.echo(f"kveval: warning: cannot append to $GITHUB_STEP_SUMMARY ({exc})", err=True)
+
+
+@click.command()
+@click.option("--baseline", required=True, metavar="B", help="The run of the old setup.")
+@click.option("--candidate", required=True, metavar="C", help="The run of the new setup.")
+@click.option("--noise", metavar="N", multiple=True,
+              help="A run of the old setup restarted (repeatable): the noise floor.")
+@click.option("--candidate-repeat", "repeats", multiple=True, metavar="FILE",
+              help="Another run of the candidate's setup (repeatable).")
+@click.option("--policy", type=click.Choice(["overlap", "paired"]), default="overlap",
+              show_default=True, help="The gate's policy (see kveval gate --help).")
+@click.option("--margin", type=click.FloatRange(min=0), default=None, metavar="POINTS",
+              help="With --policy paired: the largest tolerated loss, in points.  [default: 3]")
+@click.option("--metric", type=click.Choice(["flexible", "strict"]), default="flexible",
+              show_default=True, help="Judge `correct` or `correct_strict`.")
+@click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              metavar="FRACTION",
+              help="Cannot judge a run with more error or missing items than this.")
+@click.option("--skip", multiple=True, metavar="TASK", help="Leave a task unjudged (repeatable).")
+@click.option("-o", "--output", required=True, metavar="FILE", help="Where to write the page.")
+def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
+           policy: str, margin: float | None, metric: str, max_error_rate: float,
+           skip: tuple[str, ...], output: str) -> int:
+    """One self-contained HTML page: verdict, setup, accuracy, drift, long context and the
+    changed answers side by side. Exit code as gate: 0 pass, 1 regression, 2 cannot judge.
+
+    \b
+    Inline CSS and SVG, no script, nothing fetched: it opens from disk and works as a CI
+    artifact. Charts need matplotlib (pip install 'kveval[plot]'); without it, tables.
+    """
+    from kveval.errors import UsageError
+    from kveval.judge.verdict import DEFAULT_MARGIN
+
+    if margin is not None and policy != "paired":
+        raise UsageError("--margin applies only to --policy paired")
+    shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
+    inputs, error = load_inputs(GateArgs(baseline, candidate, noise, repeats, skip, policy,
+                                         shown_margin, metric))
+    result = None
+    if error is None:
+        result, error = judge_inputs(inputs, max_error_rate)
+    write_page(output, page_html(inputs, result, error))
+    click.echo(output)
+    if error is not None:
+        raise error
+    assert result is not None
+    return result.exit_code

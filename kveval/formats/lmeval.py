@@ -1,0 +1,266 @@
+"""lm-evaluation-harness sample logs (`--log_samples`) read as kveval runs.
+
+Two layouts exist. Since 0.4.3: `<output_path>/<model>/samples_<task>_<date_id>.jsonl` (one
+JSON object a line) with `results_<date_id>.json` beside it. Versions 0.4.0-0.4.2: one
+pretty-printed JSON array of objects, `<model_args>_<task>.jsonl`, beside `results.json`.
+A samples file, its results file or the folder holding them all name the same run. The
+header's fingerprint comes from the results file, with credentials removed from `base_url`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from kveval.errors import RunFileError
+from kveval.formats.lmeval_samples import (
+    assign_filters,
+    gen_kwargs,
+    is_chat,
+    make_items,
+    prompt_text,
+)
+from kveval.formats.records import Run, RunHeader
+from kveval.safe import redact_url
+
+_SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d\d-\d\dT[0-9.\-]+)\.jsonl$")
+_RESULTS = re.compile(r"^results_(?P<date>\d{4}-\d\d-\d\dT[0-9.\-]+)\.json$")
+_FIRST_KEY_DOC_ID = re.compile(r'\{\s*"doc_id"\s*:')
+DEFAULT_FILTERS = ("strict-match", "flexible-extract")  # gsm8k's, in lm-eval's order
+# results_*.json keys kept in the fingerprint: what names the setup, not when it ran
+FINGERPRINT_KEYS = ("lm_eval_version", "n-shot", "versions", "task_hashes", "n-samples",
+                    "chat_template_sha", "fewshot_as_multiturn", "system_instruction_sha",
+                    "model_name", "model_source", "transformers_version")
+
+
+@dataclass(frozen=True)
+class Located:
+    samples: tuple[tuple[str, Path], ...]  # (task, samples file)
+    results: Path | None
+
+
+def looks_like_lmeval(path: str | Path) -> bool:
+    """By content: a folder, a results file, a JSON array of objects, or JSON lines with
+    a `doc_id`. A JSON array of strings stays the tutorial's format."""
+    path = Path(path)
+    if path.is_dir():
+        return True
+    if _RESULTS.match(path.name) or path.name == "results.json":
+        return True
+    try:
+        with path.open(encoding="utf-8") as fh:
+            head = fh.read(4096)
+    except (OSError, UnicodeDecodeError):
+        return False
+    text = head.lstrip()
+    if text.startswith("["):
+        return text[1:].lstrip().startswith("{")
+    return bool(_FIRST_KEY_DOC_ID.match(text))  # lm-eval writes doc_id first
+
+
+def read_lmeval(path: str | Path) -> Run:
+    """An lm-eval samples file (or its results file or folder) as one kveval Run; its path
+    is the one given (0.4.0-0.4.2 samples names hold the model args, base_url and all)."""
+    located = locate(Path(path))
+    results = _read_json(located.results) if located.results else {}
+    chat_model = "chat" in str((results.get("config") or {}).get("model", ""))
+    items = []
+    first: dict[str, Any] = {}
+    for task, samples in located.samples:
+        rows = read_samples(samples)
+        first = first or rows[0]
+        lines = assign_filters(rows, _filter_names(results, task), str(samples))
+        items += make_items(task, lines, chat_model)
+    api = "chat" if chat_model or is_chat(prompt_text(first)) else "completions"
+    try:
+        header = make_header(located, results, api, gen_kwargs(first))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise RunFileError(f"{located.results}: unexpected lm-eval results ({exc})") from None
+    return Run(header=header, items=items, path=Path(path))
+
+
+# ---------------------------------------------------------------- finding the files
+
+
+def locate(path: Path) -> Located:
+    if not path.exists():
+        raise RunFileError(f"{path}: no such file or folder")
+    if path.is_dir():
+        return _locate_folder(path)
+    if _RESULTS.match(path.name) or path.name == "results.json":
+        return _from_results(path)
+    return Located(((_task_of(path), path),), _results_beside(path))
+
+
+def _locate_folder(folder: Path) -> Located:
+    results = sorted(folder.rglob("results_*.json")) + sorted(folder.rglob("results.json"))
+    if len(results) == 1:
+        return _from_results(results[0])
+    samples = sorted(folder.rglob("samples_*.jsonl"))
+    if not results and len(samples) == 1:
+        return locate(samples[0])
+    found = results or samples
+    if not found:
+        raise RunFileError(f"{folder}: no lm-eval results_*.json or samples_*.jsonl inside")
+    names = ", ".join(str(p.relative_to(folder)) for p in found[:4])
+    raise RunFileError(f"{folder}: holds {len(found)} lm-eval runs ({names}); name one file")
+
+
+def _from_results(results: Path) -> Located:
+    match = _RESULTS.match(results.name)
+    if match:
+        found = sorted(results.parent.glob(f"samples_*_{match['date']}.jsonl"))
+        samples = tuple((_task_of(p), p) for p in found)
+    else:  # 0.4.0-0.4.2: <model_args>_<task>.jsonl beside results.json
+        tasks = list(_read_json(results).get("configs") or {})
+        samples = tuple((t, p) for t in tasks
+                        for p in sorted(results.parent.glob(f"*_{t}.jsonl")))
+    if not samples:
+        raise RunFileError(f"{results}: no samples file beside it; run lm-eval with "
+                           "--log_samples")
+    return Located(samples, results)
+
+
+def _results_beside(samples: Path) -> Path | None:
+    match = _SAMPLES.match(samples.name)
+    candidate = (samples.parent / f"results_{match['date']}.json" if match
+                 else samples.parent / "results.json")
+    return candidate if candidate.is_file() else None
+
+
+def _task_of(samples: Path) -> str:
+    match = _SAMPLES.match(samples.name)
+    if match:
+        return match["task"]
+    beside = samples.parent / "results.json"
+    tasks = list(_read_json(beside).get("configs") or {}) if beside.is_file() else []
+    named = [t for t in tasks if samples.stem.endswith(f"_{t}")]
+    return max(named, key=len) if named else samples.stem.rsplit("_", 1)[-1]
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunFileError(f"{path}: cannot read ({exc})") from None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise RunFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise RunFileError(f"{path}: not an lm-eval results file (expected a JSON object)")
+    return data
+
+
+def read_samples(path: Path) -> list[dict[str, Any]]:
+    """JSON lines (0.4.3 on) or one pretty-printed JSON array (0.4.0-0.4.2)."""
+    text = _read_text(path)
+    if text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RunFileError(f"{path}: not a JSON array ({exc.msg} at line "
+                               f"{exc.lineno})") from None
+    else:
+        rows = _json_lines(text, path)
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise RunFileError(f"{path}: not an lm-eval samples file (expected JSON objects)")
+    if not rows:
+        raise RunFileError(f"{path}: holds no samples")
+    return rows
+
+
+def _json_lines(text: str, path: Path) -> list[Any]:
+    rows = []
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is data
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise RunFileError(f"{path}:{number}: line is not JSON") from None
+    return rows
+
+
+def _filter_names(results: dict[str, Any], task: str) -> tuple[str, ...]:
+    config = (results.get("configs") or {}).get(task) or {}
+    names = [f.get("name") for f in config.get("filter_list") or [] if isinstance(f, dict)]
+    return tuple(n for n in names if isinstance(n, str)) or DEFAULT_FILTERS
+
+
+# ---------------------------------------------------------------- the header
+
+
+def model_args(config: dict[str, Any]) -> dict[str, Any]:
+    """`config.model_args`: a dict since 0.4.3, "k=v,k=v" before; base_url redacted."""
+    raw = config.get("model_args") or {}
+    if isinstance(raw, str):
+        raw = dict(part.split("=", 1) for part in raw.split(",") if "=" in part)
+    args = dict(raw) if isinstance(raw, dict) else {}
+    if isinstance(args.get("base_url"), str):
+        args["base_url"] = redact_url(args["base_url"])
+    return args
+
+
+def _task_spec(results: dict[str, Any], task: str, api: str, kwargs: dict[str, Any],
+               args: dict[str, Any]) -> dict[str, Any]:
+    shots = (results.get("n-shot") or {}).get(task)
+    stop = kwargs.get("until")
+    return {
+        "name": task, "adapter": task, "version": (results.get("versions") or {}).get(task),
+        "api": api, "max_tokens": int(kwargs.get("max_gen_toks", args.get("max_gen_toks", 256))),
+        "stop": list(stop) if isinstance(stop, list) else ([stop] if stop else []),
+        "temperature": float(kwargs.get("temperature", 0.0)), "limit": None, "data": None,
+        "params": {"shots": shots, "fewshot": "lm-eval",
+                   "fewshot_seed": (results.get("config") or {}).get("fewshot_seed", 1234)},
+        "data_source": "lm-eval",
+    }
+
+
+def _created(results: dict[str, Any], located: Located) -> str:
+    date = results.get("date")
+    if isinstance(date, (int, float)):
+        return datetime.fromtimestamp(date, timezone.utc).isoformat(timespec="seconds")
+    match = _SAMPLES.match(located.samples[0][1].name)
+    return match["date"] if match else ""
+
+
+def _label(located: Located, results: dict[str, Any]) -> str:
+    """The --output_path folder's name (lm-eval adds a folder per model below it), with the
+    run's date when that folder holds several runs."""
+    samples = located.samples[0][1]
+    folder = samples.parent
+    name = folder.parent.name if folder.name == results.get("model_name_sanitized") else folder.name
+    match = _SAMPLES.match(samples.name)
+    if match and len(list(folder.glob("results_*.json"))) > 1:
+        return f"{name or samples.stem} {match['date']}"
+    return name or samples.stem
+
+
+def make_header(located: Located, results: dict[str, Any], api: str,
+                kwargs: dict[str, Any]) -> RunHeader:
+    config = results.get("config") or {}
+    args = model_args(config)
+    fingerprint = {key: results[key] for key in FINGERPRINT_KEYS if key in results}
+    fingerprint = {"lm_eval": {**fingerprint, "model": config.get("model"), "model_args": args,
+                               "gen_kwargs": config.get("gen_kwargs"),
+                               "fewshot_seed": config.get("fewshot_seed")}}
+    model = str(args.get("model") or args.get("pretrained") or results.get("model_name") or "")
+    tasks = [_task_spec(results, task, api, kwargs, args) for task, _ in located.samples]
+    return RunHeader(
+        label=_label(located, results), endpoint=str(args.get("base_url") or ""), model=model,
+        tasks=tasks,
+        sampling={"temperature": 0.0, "seed": int(args.get("seed", 1234)), "extra_body": None},
+        concurrency=int(args.get("num_concurrent", 1)), fingerprint=fingerprint,
+        created=_created(results, located), kveval_version="",
+    )

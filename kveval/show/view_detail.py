@@ -1,0 +1,272 @@
+"""The page's later sections: long context (heatmaps, length curves, answer classes),
+collapse and divergence, and the changed answers side by side.
+
+Collapse, divergence and length curves are read by their `--json` keys and drawn from
+whatever numbers they hold, so a field added to them shows up in their table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kveval.show import charts
+from kveval.show.view import as_list, task_names, task_value
+
+X_KEYS = ("length", "target_tokens", "tokens", "bucket")
+SERIES_KEYS = ("baseline", "candidate", "noise", "score", "mean", "accuracy", "auc")
+
+
+def length_label(tokens: Any) -> str:
+    if not isinstance(tokens, int):
+        return str(tokens)
+    return f"{tokens / 1024:g}k" if (tokens * 4) % 1024 == 0 else str(tokens)
+
+
+def number(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+# ---------------------------------------------------------------- 5. long context
+
+
+def grid_of(data: Mapping[str, Any], task: str) -> dict[str, Any] | None:
+    for entry in (data.get("score") or {}).get("tasks") or []:
+        if entry["task"] != task:
+            continue
+        for extra in entry.get("extras") or []:
+            if isinstance(extra, Mapping) and "table" in extra and "depths" in extra:
+                return dict(extra)
+    return None
+
+
+def _cells(table: Sequence[Mapping[str, Any]], key: str, scale: float) -> list[list[float | None]]:
+    return [[None if c.get(key) is None else scale * c[key] for c in row["cells"]]
+            for row in table]
+
+
+def _heatmaps(grid: Mapping[str, Any], own: Mapping[str, Any] | None,
+              labels: Sequence[str]) -> list[dict[str, Any]]:
+    lengths = [length_label(x) for x in grid["lengths"]]
+    depths = [f"{d:g}%" if isinstance(d, (int, float)) else str(d) for d in grid["depths"]]
+    maps = []
+    if own is not None and own["lengths"] == grid["lengths"] and own["depths"] == grid["depths"]:
+        maps.append((f"{labels[0]}: accuracy %", _cells(own["table"], "accuracy", 100), False))
+    maps.append((f"{labels[1]}: accuracy %", _cells(grid["table"], "accuracy", 100), False))
+    if grid.get("baseline"):
+        maps.append((f"{labels[1]} minus {labels[0]}: points on paired items",
+                     _cells(grid["baseline"]["table"], "change_points", 1), True))
+    return [{"title": title, "lengths": lengths, "depths": depths, "values": values,
+             "change": change, "colours": [[cell_colour(v, change) for v in row] for row in values],
+             "svg": charts.heatmap(lengths, depths, values, change, title)
+             if charts.available() else None}
+            for title, values, change in maps]
+
+
+def _mix(a: tuple[int, int, int], b: tuple[int, int, int], t: float) -> str:
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b, strict=True))
+
+
+def cell_colour(value: float | None, change: bool) -> str:
+    """A heatmap cell's background for the table the page shows without matplotlib: accuracy
+    red (0) to yellow to green (100); change red (a loss) to white to blue (a gain)."""
+    red, yellow, green, white, blue = ((215, 48, 39), (254, 224, 139), (26, 152, 80),
+                                       (247, 247, 247), (33, 102, 172))
+    if value is None:
+        return "#dddddd"
+    if change:
+        t = max(-1.0, min(1.0, value / 50))
+        return _mix(white, blue, t) if t >= 0 else _mix(white, red, -t)
+    t = max(0.0, min(1.0, value / 100))
+    return _mix(red, yellow, 2 * t) if t < 0.5 else _mix(yellow, green, 2 * t - 1)
+
+
+def _per_length(grid: Mapping[str, Any]) -> list[list[str]]:
+    base = grid.get("baseline")
+    if not base:
+        return [[length_label(r["length"]), "-", _pct(r["accuracy"]), "-", "-", "-"]
+                for r in grid["per_length"]]
+    return [[length_label(r["length"]), _pct(r["baseline_accuracy"]), _pct(r["accuracy"]),
+             "-" if r["change_points"] is None else f"{r['change_points']:+.1f}",
+             str(r["lost"]), str(r["gained"])] for r in base["per_length"]]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _classes(found: Mapping[str, Any] | None, label: str) -> dict[str, Any] | None:
+    if not found:
+        return None
+    return {"label": label, "head": ["length", *found["order"]],
+            "rows": [[length_label(r["length"]), *(str(r["counts"][c]) for c in found["order"])]
+                     for r in found["per_length"]]}
+
+
+def long_context_section(data: Mapping[str, Any], labels: Sequence[str]) -> list[dict[str, Any]]:
+    out = []
+    for task in task_names(data):
+        grid, curve = grid_of(data, task), task_value(data, task, "length_curve")
+        if grid is None and curve is None:
+            continue
+        entry: dict[str, Any] = {"task": task, "heatmaps": [], "per_length": [], "classes": [],
+                                 "curve": length_curve(curve) if curve else None}
+        if grid is not None:
+            own = (data.get("grids") or {}).get(task)
+            entry["heatmaps"] = _heatmaps(grid, own, labels)
+            entry["per_length"] = _per_length(grid)
+            base_classes = (grid.get("baseline") or {}).get("classes")
+            entry["classes"] = [c for c in (_classes(base_classes, labels[0]),
+                                            _classes(grid.get("classes"), labels[1])) if c]
+        out.append(entry)
+    return out
+
+
+def length_curve(curve: Mapping[str, Any]) -> dict[str, Any]:
+    buckets = [b for b in curve.get("buckets") or [] if isinstance(b, Mapping)]
+    head = list(dict.fromkeys(k for b in buckets for k in b))
+    facts = [(k, _fact(curve[k])) for k in curve if k != "buckets" and curve[k] is not None]
+    return {"facts": facts, "head": head,
+            "rows": [[number(b.get(k)) for k in head] for b in buckets],
+            "svg": _curve_svg(buckets) if charts.available() else None}
+
+
+def _fact(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {number(v)}" for k, v in value.items())
+    return number(value)
+
+
+def _curve_svg(buckets: Sequence[Mapping[str, Any]]) -> str | None:
+    x_key = next((k for k in X_KEYS if buckets and k in buckets[0]), None)
+    if x_key is None:
+        return None
+    keys = [k for k in SERIES_KEYS if any(isinstance(b.get(k), (int, float)) for b in buckets)]
+    if not keys:
+        return None
+    xs = [b[x_key] for b in buckets]
+    series = [(k, [b.get(k) if isinstance(b.get(k), (int, float)) else None for b in buckets])
+              for k in keys]
+    logx = all(isinstance(x, (int, float)) and x > 0 for x in xs)
+    ticks = [length_label(x) for x in xs] if logx else None
+    return charts.line_chart(xs, series, x_key, "score", ticks=ticks)
+
+
+# ---------------------------------------------------------------- 6. collapse, divergence
+
+
+def flat_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Scalars of a nested dict as (dotted key, text); long lists are summarised."""
+    if isinstance(value, Mapping):
+        return [row for k, v in value.items()
+                for row in flat_rows(v, f"{prefix}.{k}" if prefix else str(k))]
+    if isinstance(value, list):
+        shown = "" if len(value) > 8 else ": " + ", ".join(number(v) for v in value)
+        return [(prefix, f"{len(value)} values{shown}")]
+    return [(prefix, number(value))]
+
+
+def _positions(divergence: Mapping[str, Any]) -> list[float] | None:
+    found = divergence.get("positions")
+    if isinstance(found, Mapping):
+        found = found.get("kl")
+    if not isinstance(found, list) or not found:
+        return None
+    values = [v.get("kl") if isinstance(v, Mapping) else v for v in found]
+    return [float(v) for v in values if isinstance(v, (int, float))] or None
+
+
+SHARES = ("truncated", "empty")  # collapse counts drawn as shares of each run's answers
+
+
+def collapse_sides(collapse: Mapping[str, Any], labels: Sequence[str],
+                   ) -> list[tuple[str, Mapping[str, Any]]]:
+    """(run label, figures) per run: the candidate's at the top level, the baseline's and
+    each noise run's inside. `labels`: baseline, candidate, noise runs."""
+    sides: list[tuple[str, Mapping[str, Any]]] = []
+    if isinstance(collapse.get("baseline"), Mapping):
+        sides.append((labels[0], collapse["baseline"]))
+    sides.append((labels[1], collapse))
+    noise = [n for n in as_list(collapse.get("noise")) if isinstance(n, Mapping)]
+    names = list(labels[2:]) + [f"noise {i + 1}" for i in range(len(noise))]
+    return sides + list(zip(names, noise, strict=False))
+
+
+def _share(side: Mapping[str, Any], key: str) -> float | None:
+    count, answers = side.get(key), side.get("answers")
+    if isinstance(count, (int, float)) and isinstance(answers, int) and answers > 0:
+        return count / answers
+    return None
+
+
+def collapsed(sides: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
+    """Any run with a truncated or an empty answer: only then is collapse worth a look."""
+    return any((side.get(k) or 0) > 0 for _, side in sides for k in SHARES
+               if isinstance(side.get(k), (int, float)))
+
+
+def collapse_table(sides: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    head = [k for k in dict.fromkeys(k for _, side in sides for k in side)
+            if all(not isinstance(side.get(k), (Mapping, list)) for _, side in sides)]
+    rows = [[label, *(number(side.get(k)) for k in head)] for label, side in sides]
+    svg = None
+    if charts.available():
+        series = tuple((label, tuple(_share(side, k) for k in SHARES)) for label, side in sides)
+        svg = charts.bar_chart(list(SHARES), [charts.Bars("share of answers %", series,
+                                                          full=False)], charts.COLOURS)
+    return {"head": ["run", *head], "rows": rows, "svg": svg}
+
+
+def _kl_svg(divergence: Any) -> str | None:
+    kl = _positions(divergence) if isinstance(divergence, Mapping) else None
+    if not kl or not charts.available():
+        return None
+    return charts.line_chart(list(range(len(kl))), [("KL", kl)], "answer token position",
+                             "KL (nats)")
+
+
+def extras_section(data: Mapping[str, Any], labels: Sequence[str]) -> list[dict[str, Any]]:
+    """Per task: collapse (when some answer was cut off or empty) and divergence."""
+    out = []
+    for task in task_names(data):
+        collapse = task_value(data, task, "collapse")
+        sides = collapse_sides(collapse, labels) if isinstance(collapse, Mapping) else []
+        divergence = task_value(data, task, "divergence")
+        if not collapsed(sides) and divergence is None:
+            continue
+        out.append({"task": task, "collapse": collapse_table(sides) if collapsed(sides) else None,
+                    "divergence": flat_rows(divergence) if divergence else [],
+                    "kl_svg": _kl_svg(divergence)})
+    return out
+
+
+# ---------------------------------------------------------------- 7. changed answers
+
+
+def _split(side: Mapping[str, Any], first: int) -> dict[str, Any]:
+    text, at = side["text"], first - side.get("skipped", 0)
+    return {"same": text[:at], "first": text[at:at + 1], "rest": text[at + 1:],
+            "skipped": side.get("skipped", 0), "cut": side["cut"],
+            "extracted": side.get("extracted"),
+            "mark": {True: "right", False: "wrong", None: "unscored"}[side.get("correct")],
+            "finish_reason": side.get("finish_reason")}
+
+
+def changed_section(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for task in data.get("changed") or []:
+        if not task["changed"]:
+            continue
+        items = [{"item_id": c["item_id"], "reference": c["reference"],
+                  "first": c["first_difference"], "ratio": f"{c['prefix_ratio']:.3f}",
+                  "size": c["changed_chars"],
+                  "baseline": _split(c["baseline"], c["first_difference"] or 0),
+                  "candidate": _split(c["candidate"], c["first_difference"] or 0)}
+                 for c in task["shown"]]
+        out.append({"task": task["task"], "pairs": task["pairs"], "changed": task["changed"],
+                    "items": items, "hidden": task["changed"] - len(items)})
+    return out
