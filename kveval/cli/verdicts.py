@@ -127,8 +127,38 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     data = curves.attach(report.compare_json(setup, result), found)
     if noises:
         data["noise_length_curves"] = curves.noise_json(base, noises, effective_threshold)
-    _emit(report.compare_blocks(setup, result) + curves.headed(found), data, as_json, markdown)
+    blocks = report.compare_blocks(setup, result) + curves.headed(found)
+    _with_divergence(result, blocks, data)
+    _emit(blocks, data, as_json, markdown)
     return 0
+
+
+def _with_divergence(result: Any, blocks: list[Block], data: dict[str, Any],
+                     max_kl: float | None = None, skip: Sequence[str] = ()) -> int:
+    """Token divergence (runs with log-probabilities) added to a compare or gate report;
+    returns the exit code --max-kl adds."""
+    from kveval.judge.divergence import task_divergences
+    from kveval.show import divergence as shown
+
+    noise_pairs = result.noise_pairing.pairs if result.noise_pairing else None
+    tasks = [t for t in task_divergences(result.pairing.pairs, noise_pairs, max_kl)
+             if t.task not in skip]
+    cand, noise = result.candidate.label, result.noise.label if result.noise else None
+    if max_kl is not None:
+        _check_max_kl(tasks, noise)
+    blocks += shown.divergence_blocks(tasks, cand, noise)
+    shown.add_json(data, tasks, cand, noise)
+    return shown.amend_gate(blocks, data, tasks) if max_kl is not None else 0
+
+
+def _check_max_kl(tasks: Sequence[Any], noise: str | None) -> None:
+    from kveval.errors import UsageError
+
+    if noise is None:
+        raise UsageError("--max-kl judges the KL against the noise floor: give --noise N")
+    if not any(t.test for t in tasks):
+        raise UsageError("--max-kl: no task has log-probabilities in the baseline, candidate "
+                         "and noise runs (run them with --logprobs K)")
 
 
 def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
@@ -207,11 +237,15 @@ def score(run_path: str, baseline: str | None, effective_threshold: float, as_js
                    "cannot judge).")
 @curves.min_recovery_option
 @curves.threshold_option
+@click.option("--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
+              help="Fail a task whose mean per-token KL exceeds the (first) noise run's by more "
+                   "than NATS (one-sided Wilcoxon, p < 0.05). Needs --noise and --logprobs runs.")
 @_output_options
 def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
          policy: str, margin: float | None, metric: str, max_error_rate: float,
          skip: tuple[str, ...], html: str | None, min_recovery: float | None,
-         effective_threshold: float, as_json: bool, markdown: bool) -> int:
+         effective_threshold: float, max_kl: float | None, as_json: bool,
+         markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
@@ -250,7 +284,13 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     found = curves.curves(cand, base, effective_threshold)
     result = curves.with_recovery(result, found, min_recovery, skip)
     blocks, data = curves.gate_output(result, found, min_recovery)
+    try:
+        added = _with_divergence(result.comparison, blocks, data, max_kl, skip)
+    except KvevalError as exc:
+        if as_json:
+            click.echo(report.dumps(report.cannot_judge_json(str(exc))))
+        raise
     _emit(blocks, data, as_json, markdown)
     summary = report.to_markdown(blocks) if markdown else None
     publish(args, html, summary, result, None)
-    return result.exit_code
+    return max(result.exit_code, added)
