@@ -292,3 +292,18 @@ def test_teacher_forcing_limit_and_errors_in_the_baseline(capsys: Any, prompts: 
     items = read_run(tmp_path / "tf.jsonl").items
     assert len(items) == 5  # the first five answered items; the failed one is not forced
     assert failed["item_id"] not in {item.item_id for item in items}
+
+
+def test_the_page_shows_the_max_kl_verdict_and_the_divergence(
+        capsys: Any, three_runs: dict[str, Path], tmp_path: Path) -> None:
+    p, page = three_runs, tmp_path / "gate.html"
+    code, _, _ = kveval(capsys, "gate", "--baseline", str(p["base"]), "--candidate",
+                        str(p["cand"]), "--noise", str(p["noise"]), "--max-kl", "0.01",
+                        "--html", str(page))
+    html = page.read_text(encoding="utf-8")
+    assert code == 1 and "REGRESSION" in html and "PASS" not in html.split("</header>")[0]
+    assert "kl_mean" in html or "KL" in html
+    report_page = tmp_path / "report.html"
+    code, _, _ = kveval(capsys, "report", "--baseline", str(p["base"]), "--candidate",
+                        str(p["cand"]), "--noise", str(p["noise"]), "-o", str(report_page))
+    assert code == 0 and "raised the mean per-token KL" in report_page.read_text(encoding="utf-8")

@@ -14,7 +14,9 @@ import click
 from kveval.cli import curves
 
 if TYPE_CHECKING:
+    from kveval.cli.report import GateArgs
     from kveval.judge.compare import Side
+    from kveval.judge.verdict import GateReport
     from kveval.show.report import Block
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -258,39 +260,44 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     from kveval.cli.report import GateArgs, cannot_judge_markdown, publish
     from kveval.errors import KvevalError, UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
-    from kveval.judge.verdict import gate as judge
     from kveval.show import report
 
     _check_output(as_json, markdown)
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
-    args = GateArgs(baseline, candidate, noise, repeats, skip, policy,
-                    (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None,
-                    metric)
+    shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
+    args = GateArgs(baseline, candidate, noise, repeats, skip, policy, shown_margin, metric)
     try:
-        base, cand = _load_run(baseline), _load_run(candidate)
-        noises, again = [_load_run(p) for p in noise], [_load_run(p) for p in repeats]
-        _check_fewshot(base, cand, *noises, *again)
-        result = judge(
-            base, cand, policy=policy, margin=DEFAULT_MARGIN if margin is None else margin,
-            metric=metric, max_error_rate=max_error_rate, noises=noises, repeats=again,
-            skip=skip,
-        )
+        result, blocks, data, code = decide_gate(args, max_error_rate, min_recovery,
+                                                 effective_threshold, max_kl)
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
         publish(args, html, cannot_judge_markdown(str(exc)) if markdown else None, None, exc)
         raise
-    found = curves.curves(cand, base, effective_threshold)
-    result = curves.with_recovery(result, found, min_recovery, skip)
-    blocks, data = curves.gate_output(result, found, min_recovery)
-    try:
-        added = _with_divergence(result.comparison, blocks, data, max_kl, skip)
-    except KvevalError as exc:
-        if as_json:
-            click.echo(report.dumps(report.cannot_judge_json(str(exc))))
-        raise
     _emit(blocks, data, as_json, markdown)
-    summary = report.to_markdown(blocks) if markdown else None
-    publish(args, html, summary, result, None)
-    return max(result.exit_code, added)
+    publish(args, html, report.to_markdown(blocks) if markdown else None, result, None, data)
+    return code
+
+
+def decide_gate(args: GateArgs, max_error_rate: float, min_recovery: float | None,
+                effective_threshold: float, max_kl: float | None,
+                ) -> tuple[GateReport, list[Block], dict[str, Any], int]:
+    """The gate's whole decision: accuracy, drift and collapse, then length-curve recovery
+    and token divergence; its text blocks, its JSON and the exit code. `gate` prints it and
+    `report` draws it."""
+    from kveval.judge.verdict import DEFAULT_MARGIN
+    from kveval.judge.verdict import gate as judge
+
+    base, cand = _load_run(args.baseline), _load_run(args.candidate)
+    noises, again = [_load_run(p) for p in args.noise], [_load_run(p) for p in args.repeats]
+    _check_fewshot(base, cand, *noises, *again)
+    result = judge(base, cand, policy=args.policy,
+                   margin=DEFAULT_MARGIN if args.margin is None else args.margin,
+                   metric=args.metric, max_error_rate=max_error_rate, noises=noises,
+                   repeats=again, skip=args.skip)
+    found = curves.curves(cand, base, effective_threshold)
+    result = curves.with_recovery(result, found, min_recovery, args.skip)
+    blocks, data = curves.gate_output(result, found, min_recovery)
+    added = _with_divergence(result.comparison, blocks, data, max_kl, args.skip)
+    return result, blocks, data, max(result.exit_code, added)
