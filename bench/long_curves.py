@@ -4,8 +4,8 @@
     python bench/long_curves.py results/long/f16a.jsonl results/long/f16b.jsonl ...
 
 With --run it first runs bench/long_suite.toml four times on the embedded llama.cpp engine
-(f16, an f16 restart with --order shuffle, q8_0, q4_0; about a minute an item on 2 loaded
-CPU cores, 10 items a run). The first file is the baseline: every other run's AUC recovery
+(f16, an f16 restart with --order shuffle, q8_0, q4_0; one to four minutes an item on 2 loaded
+CPU cores, 14 items a run). The first file is the baseline: every other run's AUC recovery
 (paired bootstrap 95%) and sign test are against it. Below the table: how far each task's
 prompts landed from their target lengths (measured_tokens against the server's
 usage.prompt_tokens, and that against the target).
