@@ -35,6 +35,9 @@ class Behaviour:
     extra_routes: dict[str, Any] = field(default_factory=dict)  # GET path -> JSON or text
     tokenize: Callable[[str], int] | None = None  # POST /extras/tokenize when set
     models_status: int = 200  # e.g. 401 for a server that refuses the API key
+    # the choice's "logprobs" for a request and its answer text (None: "logprobs": null)
+    logprobs: Callable[[dict[str, Any], str], Any] | None = None
+    error_message: str | None = None  # the message of a status_for error, e.g. vLLM's own
 
 
 class _Server(ThreadingHTTPServer):
@@ -131,24 +134,27 @@ class FakeServer:
                     return self._send(503, {"error": {"message": "overloaded"}})
                 forced = b.status_for(body)
                 if forced:
-                    return self._send(forced, {"error": {"message": f"forced {forced}",
+                    message = b.error_message or f"forced {forced}"
+                    return self._send(forced, {"error": {"message": message,
                                                          "type": "invalid_request_error"}})
                 if b.latency_s:
                     time.sleep(b.latency_s)
-                self._send(200, _reply(body, b.answer(body)))
+                text = b.answer(body)
+                self._send(200, _reply(body, text, b.logprobs(body, text) if b.logprobs else None))
 
         return Handler
 
 
-def _reply(body: dict[str, Any], text: Any) -> dict[str, Any]:
+def _reply(body: dict[str, Any], text: Any, logprobs: Any = None) -> dict[str, Any]:
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
     if "messages" in body:
         message = dict(text) if isinstance(text, dict) else {"content": text}
         finish = message.pop("finish_reason", "stop")
         return {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": finish,
+                "choices": [{"index": 0, "finish_reason": finish, "logprobs": logprobs,
                              "message": {"role": "assistant", **message}}],
                 "usage": usage}
     return {"id": "c", "object": "text_completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "text": text, "logprobs": None}],
+            "choices": [{"index": 0, "finish_reason": "stop", "text": text,
+                         "logprobs": logprobs}],
             "usage": usage}

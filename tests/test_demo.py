@@ -23,7 +23,9 @@ def test_suite_file_loads_and_fits_the_context(tmp_path: Path) -> None:
     suite = tmp_path / "suite.toml"
     suite.write_text(suite_toml(Sizes()))
     specs = {spec.name: spec for spec in load_suite(str(suite))}
-    assert list(specs) == ["gsm8k", "prompts", "needle"]
+    assert list(specs) == ["gsm8k", "prompts", "short-prompts", "needle"]
+    assert specs["short-prompts"].params["logprobs"] == 5
+    assert specs["short-prompts"].adapter == "prompts" and specs["short-prompts"].max_tokens == 32
     assert specs["gsm8k"].limit == Sizes().gsm8k and specs["prompts"].limit == Sizes().prompts
     assert specs["needle"].limit is None
     assert max(specs["needle"].params["lengths"]) + specs["needle"].max_tokens < 4096
@@ -33,9 +35,9 @@ def test_limit_cuts_every_task(tmp_path: Path) -> None:
     suite = tmp_path / "suite.toml"
     suite.write_text(suite_toml(Sizes().cut(2)))
     assert {spec.name: spec.limit for spec in load_suite(str(suite))} == {
-        "gsm8k": 2, "prompts": 2, "needle": 2,
+        "gsm8k": 2, "prompts": 2, "short-prompts": 2, "needle": 2,
     }  # fmt: skip
-    assert Sizes().cut(2).items == 6 and Sizes().items == 46
+    assert Sizes().cut(2).items == 8 and Sizes().items == 54
 
 
 @pytest.mark.integration
@@ -56,6 +58,8 @@ def test_demo_tells_the_whole_story(tmp_path: Path, gsm8k_dir: Path) -> None:
     for title in ("kveval compare", "kveval score", "kveval gate", "What you just saw"):
         assert title in result.stdout
     assert "kveval run --endpoint http://HOST:8000/v1" in result.stdout
+    assert "short-prompts divergence: q8_0 raised the mean per-token KL from 0 (f16-b)" in (
+        result.stdout)
     assert "[3/3] candidate: q8_0 KV cache" in result.stderr
     kinds = {}
     for label in ("f16-a", "f16-b", "q8_0"):
@@ -64,7 +68,7 @@ def test_demo_tells_the_whole_story(tmp_path: Path, gsm8k_dir: Path) -> None:
         kinds[label] = header["fingerprint"]["engine"]["kv_cache_type"]
         assert header["order"] == ("shuffle" if label == "f16-b" else "data")  # the noise run
         tasks = {json.loads(line)["task"] for line in lines[1:]}
-        assert tasks == {"gsm8k", "prompts", "needle"} and len(lines) == 7
+        assert tasks == {"gsm8k", "prompts", "short-prompts", "needle"} and len(lines) == 9
     assert kinds == {"f16-a": "f16", "f16-b": "f16", "q8_0": "q8_0"}
     assert (out / "suite.toml").is_file()
     page = out / "report.html"

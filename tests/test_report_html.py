@@ -308,3 +308,9 @@ def test_report_passes_skip_and_policy_to_the_gate(runs, tmp_path, capsys):
     shown = text_of(out.read_text())
     assert code == 0 and "PASS exit 0 · policy paired, margin 30 points" in shown
     assert "prompts - skipped" in shown and "gsm8k paired pass" in shown
+
+
+def test_the_needle_grid_gets_its_length_curve_from_kveval_itself(page):
+    shown = text_of(page)
+    assert "needle: length curve" in shown
+    assert re.search(r"auc_recovery value 0\.\d+, low 0\.\d+, high [01]\.\d+", shown)

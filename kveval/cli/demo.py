@@ -25,6 +25,10 @@ class Sizes:
 
     gsm8k: int = 24  # ~2 s per 8-shot question
     prompts: int = 16  # ~1.5 s per answer (up to 200 tokens)
+    # short answers with top-5 log-probabilities: llama-cpp-python ranks the whole
+    # vocabulary in Python for each token (~50 ms), so these stay few and short
+    short_prompts: int = 8
+    short_tokens: int = 32
     needle_lengths: tuple[int, ...] = (1024, 2048)  # q8_0 takes ~40 s per 3k-token prompt
     needle_depths: tuple[int, ...] = (10, 50, 90)
     needle_trials: int = 1
@@ -37,13 +41,13 @@ class Sizes:
 
     @property
     def items(self) -> int:
-        return self.gsm8k + self.prompts + self.needle
+        return self.gsm8k + self.prompts + self.short_prompts + self.needle
 
     def cut(self, limit: int | None) -> Sizes:
         if limit is None:
             return self
         return replace(self, gsm8k=min(self.gsm8k, limit), prompts=min(self.prompts, limit),
-                       needle_limit=limit)
+                       short_prompts=min(self.short_prompts, limit), needle_limit=limit)
 
 
 def suite_toml(sizes: Sizes) -> str:
@@ -54,6 +58,9 @@ def suite_toml(sizes: Sizes) -> str:
         "# long-context probes up to your server's context).\n\n"
         f'[[task]]\nname = "gsm8k"\nlimit = {sizes.gsm8k}\n\n'
         f'[[task]]\nname = "prompts"\nlimit = {sizes.prompts}\n\n'
+        "# the same prompts, short answers with top-5 log-probabilities: token divergence\n"
+        f'[[task]]\nname = "short-prompts"\nadapter = "prompts"\nlimit = {sizes.short_prompts}\n'
+        f"max_tokens = {sizes.short_tokens}\nlogprobs = 5\n\n"
         f'[[task]]\nname = "needle"\n{needle_limit}'
         f"lengths = {list(sizes.needle_lengths)}\n"
         f"depths = {list(sizes.needle_depths)}\n"
@@ -148,6 +155,9 @@ What you just saw ({wall_s / 60:.1f} minutes)
     server that batches requests usually changes a few answers.)
     A changed answer is not a wrong one: read them side by side with
     kveval compare {out}/{BASELINE}-a.jsonl {out}/{candidate}.jsonl --show 5
+  - token divergence (short-prompts, run with --logprobs 5): how far each next-token
+    distribution moved (KL in nats, top-1 agreement), next to the restart's; it sees a
+    quantized cache long before answers change.
   - score: accuracy with 95% intervals, and on the same questions the paired difference:
     which loss this sample rules out, and which it cannot (a small sample rules out little).
 {gate_line}

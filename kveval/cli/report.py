@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+
+CURVE_THRESHOLD = 0.9  # effective length: the default of --effective-threshold
 
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
@@ -59,31 +61,30 @@ def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
                   args.margin, args.metric), error
 
 
-def judge_inputs(inputs: Inputs, max_error_rate: float,
-                 ) -> tuple[GateReport | None, Exception | None]:
-    """The gate's decision on runs that were all read, or why it cannot be taken."""
-    from kveval.errors import KvevalError
-    from kveval.judge.fewshot import check_fewshot
-    from kveval.judge.verdict import DEFAULT_MARGIN, gate
-
-    assert inputs.baseline is not None and inputs.candidate is not None
-    try:
-        check_fewshot([inputs.baseline, inputs.candidate, *inputs.noise, *inputs.repeats])
-        return gate(inputs.baseline, inputs.candidate, policy=inputs.policy,
-                    margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
-                    metric=inputs.metric, max_error_rate=max_error_rate, noises=inputs.noise,
-                    repeats=inputs.repeats, skip=inputs.skip), None
-    except KvevalError as exc:
-        return None, exc
-
-
-def page_html(inputs: Inputs, result: GateReport | None, error: Exception | None) -> str:
+def page_html(inputs: Inputs, result: GateReport | None, error: Exception | None,
+              verdict: dict[str, Any] | None = None) -> str:
+    """The page; `verdict` is the gate's final JSON (with --min-recovery and --max-kl
+    decisions and the divergence figures) where the gate got that far."""
     from kveval.cli.verdicts import task_extras
     from kveval.show.html import render
     from kveval.show.page import page_data
 
     reason = None if error is None else str(error)
-    return render(page_data(inputs, result, reason, extras=task_extras))
+    data = page_data(inputs, result, reason, extras=task_extras, verdict=verdict)
+    return render(with_curves(data, inputs))
+
+
+def with_curves(data: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
+    """The length curves `score`, `compare` and `gate` add to their `--json` task entries."""
+    from kveval.cli import curves
+
+    if inputs.baseline is None or inputs.candidate is None:
+        return data
+    found = curves.curves(inputs.candidate, inputs.baseline, CURVE_THRESHOLD)
+    for part in ("gate", "score", "compare"):
+        if isinstance(data.get(part), dict):
+            curves.attach(data[part], found)
+    return data
 
 
 def write_page(path: str, html: str) -> None:
@@ -98,14 +99,14 @@ def write_page(path: str, html: str) -> None:
 
 
 def publish(args: GateArgs, html: str | None, summary: str | None, result: GateReport | None,
-            error: Exception | None) -> None:
+            error: Exception | None, verdict: dict[str, Any] | None = None) -> None:
     """What gate writes beside its decision: the page (`--html FILE`) and the Markdown
     `summary` (with `--markdown`) in the GitHub Actions job summary."""
     if summary is not None:
         append_step_summary(summary)
     if html:
         inputs, read_error = load_inputs(args)
-        write_page(html, page_html(inputs, result, error or read_error))
+        write_page(html, page_html(inputs, result, error or read_error, verdict))
         click.echo(f"kveval: wrote the page {html}", err=True)
 
 
@@ -161,14 +162,26 @@ def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
     shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
-    inputs, error = load_inputs(GateArgs(baseline, candidate, noise, repeats, skip, policy,
-                                         shown_margin, metric))
-    result = None
-    if error is None:
-        result, error = judge_inputs(inputs, max_error_rate)
-    write_page(output, page_html(inputs, result, error))
+    args = GateArgs(baseline, candidate, noise, repeats, skip, policy, shown_margin, metric)
+    inputs, error = load_inputs(args)
+    result, verdict, code = _decide(args, max_error_rate) if error is None else (None, None, 2)
+    if isinstance(verdict, Exception):
+        error, verdict = verdict, None
+    write_page(output, page_html(inputs, result, error, verdict))
     click.echo(output)
     if error is not None:
         raise error
-    assert result is not None
-    return result.exit_code
+    return code
+
+
+def _decide(args: GateArgs, max_error_rate: float,
+            ) -> tuple[GateReport | None, dict[str, Any] | Exception, int]:
+    """The gate's decision and final JSON, or why it cannot be taken (the page says so)."""
+    from kveval.cli.verdicts import decide_gate
+    from kveval.errors import KvevalError
+
+    try:
+        result, _, data, code = decide_gate(args, max_error_rate, None, CURVE_THRESHOLD, None)
+    except KvevalError as exc:
+        return None, exc, 2
+    return result, data, code

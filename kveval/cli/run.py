@@ -63,6 +63,12 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 @click.option("--lengths", metavar="LIST", help="Long-context lengths in tokens, e.g. 4k,16k,64k.")
 @click.option("--depths", metavar="LIST", help="Needle depths in percent, e.g. 0,25,50,75,100.")
 @click.option("--trials", type=click.IntRange(min=1), help="Trials per length and depth.")
+@click.option("--logprobs", type=click.IntRange(min=0, max=100), metavar="K",
+              help="Record each answer token's log-probability and the top K alternatives "
+                   "(suite key `logprobs`; 0: off). `compare` then measures divergence.")
+@click.option("--teacher-force", metavar="BASELINE.jsonl", type=click.Path(dir_okay=False),
+              help="Score BASELINE's own answers under this server: log-probabilities of "
+                   "every answer token (completions echo). Implies --logprobs 5 unless given.")
 @click.option("--copy-lengths", metavar="LIST", help="copy task: passage lengths in tokens, "
               "e.g. 64,512.")
 @click.option("--model-path", type=click.Path(dir_okay=False), help="Embedded engine: a GGUF "

@@ -14,7 +14,9 @@ import click
 from kveval.cli import curves
 
 if TYPE_CHECKING:
+    from kveval.cli.report import GateArgs
     from kveval.judge.compare import Side
+    from kveval.judge.verdict import GateReport
     from kveval.show.report import Block
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -127,8 +129,38 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     data = curves.attach(report.compare_json(setup, result), found)
     if noises:
         data["noise_length_curves"] = curves.noise_json(base, noises, effective_threshold)
-    _emit(report.compare_blocks(setup, result) + curves.headed(found), data, as_json, markdown)
+    blocks = report.compare_blocks(setup, result) + curves.headed(found)
+    _with_divergence(result, blocks, data)
+    _emit(blocks, data, as_json, markdown)
     return 0
+
+
+def _with_divergence(result: Any, blocks: list[Block], data: dict[str, Any],
+                     max_kl: float | None = None, skip: Sequence[str] = ()) -> int:
+    """Token divergence (runs with log-probabilities) added to a compare or gate report;
+    returns the exit code --max-kl adds."""
+    from kveval.judge.divergence import task_divergences
+    from kveval.show import divergence as shown
+
+    noise_pairs = result.noise_pairing.pairs if result.noise_pairing else None
+    tasks = [t for t in task_divergences(result.pairing.pairs, noise_pairs, max_kl)
+             if t.task not in skip]
+    cand, noise = result.candidate.label, result.noise.label if result.noise else None
+    if max_kl is not None:
+        _check_max_kl(tasks, noise)
+    blocks += shown.divergence_blocks(tasks, cand, noise)
+    shown.add_json(data, tasks, cand, noise)
+    return shown.amend_gate(blocks, data, tasks) if max_kl is not None else 0
+
+
+def _check_max_kl(tasks: Sequence[Any], noise: str | None) -> None:
+    from kveval.errors import UsageError
+
+    if noise is None:
+        raise UsageError("--max-kl judges the KL against the noise floor: give --noise N")
+    if not any(t.test for t in tasks):
+        raise UsageError("--max-kl: no task has log-probabilities in the baseline, candidate "
+                         "and noise runs (run them with --logprobs K)")
 
 
 def task_extras(run: Side, baseline: Side | None) -> dict[str, list[Block]]:
@@ -207,11 +239,15 @@ def score(run_path: str, baseline: str | None, effective_threshold: float, as_js
                    "cannot judge).")
 @curves.min_recovery_option
 @curves.threshold_option
+@click.option("--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
+              help="Fail a task whose mean per-token KL exceeds the (first) noise run's by more "
+                   "than NATS (one-sided Wilcoxon, p < 0.05). Needs --noise and --logprobs runs.")
 @_output_options
 def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
          policy: str, margin: float | None, metric: str, max_error_rate: float,
          skip: tuple[str, ...], html: str | None, min_recovery: float | None,
-         effective_threshold: float, as_json: bool, markdown: bool) -> int:
+         effective_threshold: float, max_kl: float | None, as_json: bool,
+         markdown: bool) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
@@ -224,33 +260,44 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     from kveval.cli.report import GateArgs, cannot_judge_markdown, publish
     from kveval.errors import KvevalError, UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
-    from kveval.judge.verdict import gate as judge
     from kveval.show import report
 
     _check_output(as_json, markdown)
     if margin is not None and policy != "paired":
         raise UsageError("--margin applies only to --policy paired")
-    args = GateArgs(baseline, candidate, noise, repeats, skip, policy,
-                    (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None,
-                    metric)
+    shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
+    args = GateArgs(baseline, candidate, noise, repeats, skip, policy, shown_margin, metric)
     try:
-        base, cand = _load_run(baseline), _load_run(candidate)
-        noises, again = [_load_run(p) for p in noise], [_load_run(p) for p in repeats]
-        _check_fewshot(base, cand, *noises, *again)
-        result = judge(
-            base, cand, policy=policy, margin=DEFAULT_MARGIN if margin is None else margin,
-            metric=metric, max_error_rate=max_error_rate, noises=noises, repeats=again,
-            skip=skip,
-        )
+        result, blocks, data, code = decide_gate(args, max_error_rate, min_recovery,
+                                                 effective_threshold, max_kl)
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
         publish(args, html, cannot_judge_markdown(str(exc)) if markdown else None, None, exc)
         raise
-    found = curves.curves(cand, base, effective_threshold)
-    result = curves.with_recovery(result, found, min_recovery, skip)
-    blocks, data = curves.gate_output(result, found, min_recovery)
     _emit(blocks, data, as_json, markdown)
-    summary = report.to_markdown(blocks) if markdown else None
-    publish(args, html, summary, result, None)
-    return result.exit_code
+    publish(args, html, report.to_markdown(blocks) if markdown else None, result, None, data)
+    return code
+
+
+def decide_gate(args: GateArgs, max_error_rate: float, min_recovery: float | None,
+                effective_threshold: float, max_kl: float | None,
+                ) -> tuple[GateReport, list[Block], dict[str, Any], int]:
+    """The gate's whole decision: accuracy, drift and collapse, then length-curve recovery
+    and token divergence; its text blocks, its JSON and the exit code. `gate` prints it and
+    `report` draws it."""
+    from kveval.judge.verdict import DEFAULT_MARGIN
+    from kveval.judge.verdict import gate as judge
+
+    base, cand = _load_run(args.baseline), _load_run(args.candidate)
+    noises, again = [_load_run(p) for p in args.noise], [_load_run(p) for p in args.repeats]
+    _check_fewshot(base, cand, *noises, *again)
+    result = judge(base, cand, policy=args.policy,
+                   margin=DEFAULT_MARGIN if args.margin is None else args.margin,
+                   metric=args.metric, max_error_rate=max_error_rate, noises=noises,
+                   repeats=again, skip=args.skip)
+    found = curves.curves(cand, base, effective_threshold)
+    result = curves.with_recovery(result, found, min_recovery, args.skip)
+    blocks, data = curves.gate_output(result, found, min_recovery)
+    added = _with_divergence(result.comparison, blocks, data, max_kl, args.skip)
+    return result, blocks, data, max(result.exit_code, added)

@@ -43,9 +43,12 @@ class _Object(msgspec.Struct, gc=False):
 # them, and the request is the largest part of a record.
 NOT_JUDGED: dict[str, Any] = {"request": _Object, "usage": _Object | None,
                               "latency_s": float | None}
-_SKIPPED = "(request: not read)"  # a JSON key no writer uses
 # Strings that repeat within a run or across the runs judged together (the same items)
 SHARED = ("task", "item_id", "prompt_sha256", "finish_reason", "reference", "extracted")
+# The request of every record read for judging: never read, never changed (records are frozen)
+NOT_READ: dict[str, Any] = {}
+_JUDGED_FIELDS = tuple(f.name for f in fields(ItemRecord)
+                       if f.name not in NOT_JUDGED and f.name != "type")
 
 
 def describe(exc: msgspec.DecodeError) -> str:
@@ -76,26 +79,29 @@ def _judged_type() -> type:
             spec.append((f.name, hints[f.name], msgspec.field(default_factory=f.default_factory)))
         else:
             spec.append((f.name, hints[f.name]))
-    # ItemRecord requires a request: {} under a key no writer uses
-    spec.append(("request", dict[str, Any], msgspec.field(default_factory=dict, name=_SKIPPED)))
     return msgspec.defstruct("JudgedItem", spec, gc=False)
+
+
+def _shared(value: Any) -> Any:
+    """One string object per distinct value, in every run read."""
+    return sys.intern(value) if isinstance(value, str) else value
+
+
+def _judged_record(item: Any) -> ItemRecord:
+    """The record judging reads, from a JudgedItem: repeated strings interned (also meta's
+    string values, e.g. an extracted answer) and the one empty request of NOT_READ."""
+    values = {name: getattr(item, name) for name in _JUDGED_FIELDS}
+    for name in SHARED:
+        values[name] = _shared(values[name])
+    values["meta"] = {key: _shared(value) for key, value in item.meta.items()}
+    return ItemRecord(request=NOT_READ, **values)
 
 
 def _decoder(judging: bool) -> Callable[[bytes], ItemRecord]:
     if not judging:
         return msgspec.json.Decoder(ItemRecord).decode
     lean: Callable[[bytes], Any] = msgspec.json.Decoder(_judged_type()).decode
-
-    def decode(line: bytes) -> ItemRecord:
-        item = lean(line)
-        for name in SHARED:  # one string object per distinct value, in every run read
-            value = getattr(item, name)
-            if value is not None:
-                setattr(item, name, sys.intern(value))
-        record: ItemRecord = msgspec.convert(item, ItemRecord, from_attributes=True)
-        return record
-
-    return decode
+    return lambda line: _judged_record(lean(line))
 
 
 @contextlib.contextmanager

@@ -84,7 +84,7 @@ class ItemRecord:
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     reasoning: str | None = None  # a reasoning server's separate thinking text
-    logprobs: dict[str, Any] | None = None  # with --logprobs K: parallel arrays, see run/client
+    logprobs: dict[str, Any] | None = None  # --logprobs K: parallel arrays, see run/logprobs.py
     type: Literal["item"] = "item"
 
     @property

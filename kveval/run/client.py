@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 from kveval.adapters.base import Item, TaskSpec
 from kveval.errors import UsageError
 from kveval.run.failures import backoff, classify
+from kveval.run.logprobs import answer_logprobs, compact, request_keys
 from kveval.safe import mask, one_line, redact_url
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class Reply:
     usage: dict[str, Any] | None = None
     latency_s: float = 0.0
     error: str | None = None
+    logprobs: dict[str, Any] | None = None  # compact, see run/logprobs.py
     reasoning: str | None = None  # a reasoning server's thinking, apart from the answer
 
 
@@ -101,7 +103,22 @@ def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
         body["stop"] = list(spec.stop)
     if seed is not None:
         body["seed"] = seed
+    if logprobs_k(spec):
+        body.update(request_keys(item.messages is not None, logprobs_k(spec)))
     return body
+
+
+def logprobs_k(spec: TaskSpec) -> int:
+    """The top-K log-probabilities a task asks for (suite key or --logprobs); 0: none."""
+    return int(spec.params.get("logprobs") or 0)
+
+
+def asked_k(body: dict[str, Any]) -> int:
+    """The K a request body asked for: chat `top_logprobs`, completions `logprobs`."""
+    if "messages" in body:
+        return int(body.get("top_logprobs") or 0) if body.get("logprobs") else 0
+    value = body.get("logprobs")
+    return 0 if isinstance(value, bool) or value is None else int(value)
 
 
 def make_client(config: ClientConfig) -> Connection:
@@ -124,7 +141,10 @@ def make_client(config: ClientConfig) -> Connection:
     return Connection(client, config)
 
 
-def parse_reply(data: Any, latency_s: float) -> Reply:
+Span = tuple[int, int]  # teacher forcing: the answer's characters in the echoed text
+
+
+def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = None) -> Reply:
     """A completions or chat completions response body -> Reply (an error when malformed)."""
     try:
         choice = data["choices"][0]
@@ -137,9 +157,25 @@ def parse_reply(data: Any, latency_s: float) -> Reply:
                      error=f"malformed response: {one_line(str(data))[:200]}")
     usage = data.get("usage")
     reason = choice.get("finish_reason")
+    logprobs: dict[str, Any] | None = None
+    try:
+        if span is not None:
+            text, logprobs = text[span[0]:span[1]], _forced(choice, text, span, k)
+        elif k:
+            logprobs = compact(choice.get("logprobs"), k)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        return Reply(text=None, latency_s=latency_s,
+                     error=f"malformed log-probabilities: {one_line(str(exc))[:200]}")
     return Reply(text=text, finish_reason=reason if isinstance(reason, str) else None,
                  usage=usage if isinstance(usage, dict) else None, latency_s=latency_s,
-                 reasoning=reasoning)
+                 logprobs=logprobs, reasoning=reasoning)
+
+
+def _forced(choice: Any, text: str, span: Span, k: int) -> dict[str, Any]:
+    """Teacher forcing: the answer's log-probabilities in an echo of prompt + answer."""
+    if not isinstance(choice.get("logprobs"), dict) or len(text) < span[1]:
+        raise ValueError("the server did not echo the prompt with its log-probabilities")
+    return answer_logprobs(choice["logprobs"], text[span[0]:span[1]], text[span[1]:], k)
 
 
 def _message(message: Any) -> tuple[Any, Any]:
@@ -167,11 +203,12 @@ async def _attempt(conn: Connection, body: dict[str, Any]) -> Any:
     return await asyncio.wait_for(post, conn.config.timeout)
 
 
-async def send(conn: Connection, body: dict[str, Any]) -> Reply:
+async def send(conn: Connection, body: dict[str, Any], span: Span | None = None) -> Reply:
     """Send one request with retries; a failure after them becomes an error Reply.
 
     The openai client's generic `post` skips building typed response models, which costs
-    more than the request itself at high rates."""
+    more than the request itself at high rates. `span`: teacher forcing, the answer's
+    characters in the echoed text."""
     start = time.perf_counter()
     for attempt in range(conn.config.retries + 1):
         try:
@@ -179,7 +216,7 @@ async def send(conn: Connection, body: dict[str, Any]) -> Reply:
         except Exception as exc:  # noqa: BLE001 - every failure becomes a described error item
             failure = classify(exc, conn.config.timeout)
         else:
-            reply = parse_reply(data, round(time.perf_counter() - start, 4))
+            reply = parse_reply(data, round(time.perf_counter() - start, 4), asked_k(body), span)
             return _masked(reply, conn.config.secrets)
         if not failure.retry or attempt == conn.config.retries:
             break

@@ -54,6 +54,7 @@ class EngineConfig:
     kv_cache_type: str = "f16"  # f16 | q8_0 | q4_0; sets both K and V; flash attention on
     ctx: int = 4096
     threads: int | None = None  # None -> os.cpu_count()
+    logits_all: bool = False  # keep every position's logits: needed for log-probabilities
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class ServerPlan:
     ctx: int
     threads: int
     fingerprint: dict[str, Any]
+    logits_all: bool = False
 
     def args(self, port: int) -> list[str]:
         return [
@@ -87,6 +89,7 @@ class ServerPlan:
             "--type_k", str(self.type_id),
             "--type_v", str(self.type_id),
             "--flash_attn", "true",
+            "--logits_all", "true" if self.logits_all else "false",
         ]  # fmt: skip
 
 
@@ -218,7 +221,10 @@ def prepare(config: EngineConfig) -> ServerPlan:
         "n_ctx": config.ctx,
         "threads": threads,
     }
-    return ServerPlan(model, model.stem, type_id, config.ctx, threads, fingerprint)
+    if config.logits_all:
+        fingerprint["logits_all"] = True
+    return ServerPlan(model, model.stem, type_id, config.ctx, threads, fingerprint,
+                      config.logits_all)
 
 
 # --- the child process --------------------------------------------------------------------

@@ -39,6 +39,8 @@ class RunOptions:
     engine: dict[str, Any] = field(default_factory=dict)  # model_path, kv_cache_type, ctx
     fewshot: dict[str, Any] = field(default_factory=dict)  # gsm8k: fewshot, shots, fewshot_seed
     setup: dict[str, str] = field(default_factory=dict)  # --setup KEY=VALUE: what the user states
+    logprobs: int | None = None  # --logprobs K; None: each task's own (suite key), else off
+    teacher_force: str | None = None  # --teacher-force BASELINE.jsonl
     order: str = "data"  # --order: data or shuffle
 
     @classmethod
@@ -56,11 +58,13 @@ class RunOptions:
             prompts_file=o["prompts_file"], params=_grid_params(o), engine=engine,
             setup=parse_setup(o.get("setup") or ()), order=o.get("order") or "data",
             fewshot={k: o[k] for k in FEWSHOT_KEYS if o.get(k) is not None},
+            logprobs=o.get("logprobs"), teacher_force=o.get("teacher_force"),
         )
 
 
 def _check_flags(o: dict[str, Any]) -> None:
-    if not o["task_names"] and not o["suite"]:
+    _check_teacher_force(o)
+    if not o["task_names"] and not o["suite"] and not o.get("teacher_force"):
         raise UsageError("name what to run: --task NAME (repeatable) or --suite FILE.toml")
     if o["resume"] and o["overwrite"]:
         raise UsageError("--resume and --overwrite exclude each other")
@@ -72,6 +76,17 @@ def _check_flags(o: dict[str, Any]) -> None:
         from kveval.run.endpoint import check_url
 
         check_url(o["endpoint"])
+
+
+def _check_teacher_force(o: dict[str, Any]) -> None:
+    if not o.get("teacher_force"):
+        return
+    if o["task_names"] or o["suite"]:
+        raise UsageError("--teacher-force takes its items from the baseline run; drop --task "
+                         "and --suite")
+    if o.get("logprobs") == 0:
+        raise UsageError("--teacher-force records log-probabilities: --logprobs must be at "
+                         "least 1")
 
 
 def run_label(label: str | None, output: str | None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kveval.errors import EndpointError
-from kveval.run.client import Connection, send
+from kveval.run.client import Connection, Reply, asked_k, send
 from kveval.run.runner import Before, Job
 
 _CLIENT_ERRORS = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
@@ -25,14 +25,29 @@ def longest(jobs: Sequence[Job]) -> Job:
     return max(jobs, key=_size)
 
 
+def _check_logprobs(job: Job, reply: Reply) -> None:
+    """A server that silently ignores a request for log-probabilities would leave the run
+    without them: stop before it starts."""
+    if asked_k(job.body) and not (reply.logprobs and reply.logprobs["tokens"]):
+        raise EndpointError(f"the server returned no log-probabilities for --logprobs "
+                            f"{asked_k(job.body)} (asked as "
+                            f"{'top_logprobs' if 'messages' in job.body else 'logprobs'})")
+
+
 def check_longest(jobs: Sequence[Job]) -> Before:
     """A check that raises EndpointError when the server rejects the longest request."""
     job = longest(jobs)
 
     async def check(conn: Connection) -> None:
-        error = (await send(conn, {**job.body, "max_tokens": 1})).error
+        reply = await send(conn, {**job.body, "max_tokens": 1}, job.span)
+        error = reply.error
+        if job.span is not None and error is not None and "log-probabilities" in error:
+            raise EndpointError(f"the server cannot teacher-force {job.item.item_id}: {error}")
         if error is None:
+            _check_logprobs(job, reply)
             return
+        if asked_k(job.body) and "logprob" in error.lower():
+            raise EndpointError(f"the server refuses --logprobs {asked_k(job.body)}: {error}")
         if error.startswith(_CLIENT_ERRORS):
             raise EndpointError(f"the server rejects {job.item.item_id} (the longest prompt, "
                                 f"{_size(job):,} characters): {error}")

@@ -25,6 +25,7 @@ class Job:
     spec: TaskSpec
     item: Item
     body: dict[str, Any]
+    span: tuple[int, int] | None = None  # teacher forcing: the answer's characters in the echo
 
 
 def plan(specs_items: Sequence[tuple[TaskSpec, Sequence[Item]]], model: str, seed: int | None,
@@ -58,6 +59,7 @@ def to_record(job: Job, reply: Reply) -> ItemRecord:
         extracted=score.extracted,
         correct=score.correct,
         correct_strict=score.correct_strict,
+        logprobs=reply.logprobs,
         **common,
     )
 
@@ -69,7 +71,7 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
 
     async def one(job: Job) -> ItemRecord:
         async with gate:
-            return to_record(job, await send(conn, job.body))
+            return to_record(job, await send(conn, job.body, job.span))
 
     tasks: list[asyncio.Future[ItemRecord]] = []
     try:

@@ -87,6 +87,7 @@ PARAM_KEYS: dict[str, Check] = {
     "fewshot": _choice("first", "lm-eval"), "fewshot_seed": _int(),
     "lengths": _lengths, "depths": _percents, "trials": _int(1), "seed": _int(),
     "distractors": _int(1, 50), "records": _int(2), "ask": _strings,
+    "logprobs": _int(0, 100),  # top-K log-probabilities per answer token (0: off)
     "copy_lengths": _lengths, "needles": _int(1, 16),
 }
 

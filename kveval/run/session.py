@@ -21,7 +21,7 @@ from kveval import __version__
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import BuildContext, Item, TaskSpec
 from kveval.errors import EXIT_OK, EXIT_REGRESSION, UsageError
-from kveval.formats.records import ItemRecord, RunHeader
+from kveval.formats.records import ItemRecord, Run, RunHeader
 from kveval.formats.writer import check_writable
 from kveval.run.client import ClientConfig
 from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
@@ -83,6 +83,8 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
     params = params if spec.adapter in LONG_CONTEXT else {}
     if spec.adapter == "gsm8k":
         params = opts.fewshot
+    if opts.logprobs is not None:
+        params = {**params, "logprobs": opts.logprobs}
     return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
                     params=params)
 
@@ -118,8 +120,9 @@ def api_key() -> str | None:
 
 
 @contextlib.contextmanager
-def open_target(opts: RunOptions) -> Iterator[Target]:
-    """Probe the given endpoint, or start the embedded engine and probe that."""
+def open_target(opts: RunOptions, logits_all: bool = False) -> Iterator[Target]:
+    """Probe the given endpoint, or start the embedded engine and probe that (keeping every
+    position's logits only when log-probabilities are asked for)."""
     if opts.endpoint:
         info = probe(opts.endpoint, api_key())
         model = choose_model(opts.model, info.model_ids)
@@ -127,7 +130,7 @@ def open_target(opts: RunOptions) -> Iterator[Target]:
         return
     from kveval.run.local import EngineConfig, serve
 
-    config = EngineConfig(**opts.engine)
+    config = EngineConfig(**opts.engine, logits_all=logits_all)
     with serve(config) as engine:
         info = probe(engine.base_url, None)
         info = ServerInfo(info.models, {**info.fingerprint, "engine": engine.fingerprint})
@@ -205,30 +208,58 @@ def _preflight(target: Target, pending: Sequence[Job]) -> Any:
     return check_longest(pending)
 
 
+def run_forced(opts: RunOptions, started: float) -> int:
+    """--teacher-force BASE: the baseline's own answers, scored under this server."""
+    from kveval.run import teacher
+
+    baseline = teacher.load_baseline(str(opts.teacher_force))
+    old = existing_run(opts.output, opts.resume, opts.overwrite)
+    check_writable(opts.output)
+    with open_target(opts, logits_all=True) as target:
+        render = (teacher.embedded_renderer(opts.engine.get("model_path"))
+                  if target.endpoint_label == EMBEDDED else None)
+        specs, jobs = teacher.plan_forced(baseline, target.model, opts.logprobs or
+                                          teacher.DEFAULT_K, opts.seed, opts.limit, render,
+                                          opts.extra_body)
+        source = f"teacher-forced answers of {baseline.path}"
+        header = make_header(opts, target, Resolved(specs, opts.setup, opts.extra_body),
+                             {spec.name: source for spec in specs})
+        return send_all(opts, target, header, jobs, old, started)
+
+
+def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job],
+             old: Run | None, started: float, order: Sequence[str] = ()) -> int:
+    """Send what the run file does not hold yet, append each record, print the summary."""
+    config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
+    done = answered_keys(old, header, [job.item for job in jobs])
+    pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
+    records = execute(pending, config, opts.concurrency,
+                      lambda: open_writer(opts.output, opts.overwrite, header, old, done),
+                      f"run {opts.label}", before=_preflight(target, pending))
+    every = kept_items(old, done) + records
+    return summarize(opts, every, records, time.perf_counter() - started, order)
+
+
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
+    if opts.teacher_force:
+        return run_forced(opts, started)
     old = existing_run(opts.output, opts.resume, opts.overwrite)
     check_writable(opts.output)
     resolved = resolve(opts)
     loaded, sources = {}, {}
     for spec in resolved.specs:
         loaded[spec.name], sources[spec.name] = load_task_data(spec)
-    with open_target(opts) as target:
+    logits_all = any(spec.params.get("logprobs") for spec in resolved.specs)
+    with open_target(opts, logits_all) as target:
         built, sizing = build_items(resolved.specs, loaded, target)
         header = make_header(opts, target, resolved, {**sources, **sizing})
         jobs = in_order(plan(built, target.model, opts.seed, resolved.extra_body),
                         old.header if old else header)  # a resumed run keeps its order
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
-        config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
-        done = answered_keys(old, header, [job.item for job in jobs])
-        pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
-        records = execute(pending, config, opts.concurrency,
-                          lambda: open_writer(opts.output, opts.overwrite, header, old, done),
-                          f"run {opts.label}", before=_preflight(target, pending))
-    every = kept_items(old, done) + records
-    return summarize(opts, every, records, time.perf_counter() - started,
-                     [spec.name for spec in resolved.specs])
+        return send_all(opts, target, header, jobs, old, started,
+                        [spec.name for spec in resolved.specs])
 
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],

@@ -42,9 +42,12 @@ class Inputs:
 
 
 def page_data(inputs: Inputs, result: GateReport | None, error: str | None,
-              extras: Extras | None = None) -> dict[str, Any]:
-    """The whole page as a dict; `error` is the reason the gate could not judge."""
-    verdict = report.gate_json(result) if result else report.cannot_judge_json(error or "")
+              extras: Extras | None = None, verdict: dict[str, Any] | None = None,
+              ) -> dict[str, Any]:
+    """The whole page as a dict; `error` is the reason the gate could not judge; `verdict`
+    the gate's final JSON where the caller has it (else it is made from `result`)."""
+    if verdict is None:
+        verdict = report.gate_json(result) if result else report.cannot_judge_json(error or "")
     verdict.setdefault("policy", inputs.policy)
     verdict.setdefault("margin_points", inputs.margin)
     verdict.setdefault("metric", inputs.metric)

@@ -14,7 +14,8 @@ from kveval.show import charts
 from kveval.show.view import as_list, task_names, task_value
 
 X_KEYS = ("length", "target_tokens", "tokens", "bucket")
-SERIES_KEYS = ("baseline", "candidate", "noise", "score", "mean", "accuracy", "auc")
+SERIES_KEYS = ("baseline", "candidate", "noise", "score", "mean", "accuracy", "auc",
+               "baseline_paired_mean", "paired_mean")
 
 
 def length_label(tokens: Any) -> str:
@@ -24,6 +25,8 @@ def length_label(tokens: Any) -> str:
 
 
 def number(value: Any) -> str:
+    if isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
+        return "[" + ", ".join(number(v) for v in value) + "]"
     if isinstance(value, bool) or value is None:
         return "-" if value is None else str(value).lower()
     if isinstance(value, float):
@@ -137,7 +140,10 @@ def length_curve(curve: Mapping[str, Any]) -> dict[str, Any]:
 
 def _fact(value: Any) -> str:
     if isinstance(value, Mapping):
-        return ", ".join(f"{k} {number(v)}" for k, v in value.items())
+        return ", ".join(f"{k} {number(v)}" for k, v in value.items()
+                         if not isinstance(v, (Mapping, list)))
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value if not isinstance(v, (Mapping, list)))
     return number(value)
 
 

@@ -1,0 +1,258 @@
+"""How far each next-token distribution moved: KL, top-1 agreement, log-probability change.
+
+Positions: a pair of runs is compared token by token while both had produced the same
+tokens so far, so both distributions are conditioned on the same text. That is every
+position up to and including the first position where the tokens differ (the two runs saw
+the same prefix there, and chose differently). A teacher-forced run (`kveval run
+--teacher-force BASE`) holds the baseline's own answer tokens, so it is compared over the
+whole answer.
+
+The KL estimator. Each position records the top-K tokens of both runs. Let S be the tokens
+in both top-K sets; the outcomes are each token of S, plus one extra outcome "any other
+token" holding the leftover mass 1 - sum(S) on each side (a token in only one top-K set
+falls into it, since its probability on the other side is unknown). Both sides' masses of
+these K' + 1 outcomes are exact, so this is KL(baseline || other) of a coarse-graining of the
+vocabulary, and by the data-processing inequality a lower bound of the full-vocabulary KL:
+a reported KL is never larger than the true one. It is 0 for identical distributions.
+
+Against the noise floor: the per-item mean KL of candidate vs baseline is tested against
+noise vs baseline on the same items with a one-sided Wilcoxon signed-rank test (scipy).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kveval.errors import RunFileError
+
+ALPHA = 0.05
+TINY = 1e-12  # a probability below what 4-decimal log-probabilities resolve
+
+
+@dataclass(frozen=True)
+class Position:
+    """One position's comparison."""
+
+    kl: float
+    top1_same: bool
+    dlogp: float | None  # |change| of the baseline token's log-probability; None: unknown
+
+
+@dataclass(frozen=True)
+class ItemDivergence:
+    key: tuple[str, str]
+    positions: tuple[Position, ...]
+    flip_margin: float | None  # baseline top-1 minus top-2 log-probability where tokens differ
+
+    @property
+    def kl_mean(self) -> float:
+        return float(np.mean([p.kl for p in self.positions]))
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """One run against the baseline, over the items both recorded log-probabilities for."""
+
+    items: int
+    positions: int
+    kl_mean: float | None  # over all positions
+    kl_p99: float | None
+    top1_agreement: float | None
+    dlogp_mean: float | None
+    flip_margin_median: float | None  # over the items whose tokens differ somewhere
+    flips: int  # items whose tokens differ
+
+
+@dataclass(frozen=True)
+class KlTest:
+    """Candidate vs noise run: per-item mean KL on the items both could compare."""
+
+    items: int
+    candidate_kl: float  # mean of the per-item means
+    noise_kl: float
+    p_value: float  # one-sided Wilcoxon signed-rank: candidate > noise + shift
+    shift: float = 0.0  # nats: the tolerated excess (gate --max-kl)
+
+    @property
+    def higher(self) -> bool:
+        return self.candidate_kl - self.shift > self.noise_kl and self.p_value < ALPHA
+
+
+def top_distribution(lp: Mapping[str, Any], i: int) -> dict[str, float]:
+    """Position i's top-K tokens -> probabilities."""
+    pairs = zip(lp["top_tokens"][i], lp["top_logprobs"][i], strict=False)
+    return {t: math.exp(v) for t, v in pairs}
+
+
+def kl_topk(p: Mapping[str, float], q: Mapping[str, float]) -> float:
+    """KL(p || q) over the tokens in both top-K sets plus one "any other token" outcome."""
+    shared = [t for t in p if t in q]
+    ps = np.array([p[t] for t in shared] + [0.0])
+    qs = np.array([q[t] for t in shared] + [0.0])
+    ps[-1], qs[-1] = max(1.0 - ps[:-1].sum(), 0.0), max(1.0 - qs[:-1].sum(), 0.0)
+    ps, qs = ps / ps.sum(), np.maximum(qs / qs.sum(), TINY)
+    from scipy.special import rel_entr
+
+    return max(float(rel_entr(ps, qs).sum()), 0.0)
+
+
+def _top1(lp: Mapping[str, Any], i: int) -> str | None:
+    tops = lp["top_tokens"][i]
+    return tops[0] if tops else None
+
+
+def _token_logprob(lp: Mapping[str, Any], i: int, token: str) -> float | None:
+    if lp["tokens"][i] == token and lp["logprobs"][i] is not None:
+        return float(lp["logprobs"][i])
+    alternatives = dict(zip(lp["top_tokens"][i], lp["top_logprobs"][i], strict=False))
+    return float(alternatives[token]) if token in alternatives else None
+
+
+def compared_positions(base: Mapping[str, Any], other: Mapping[str, Any]) -> tuple[int, int | None]:
+    """(number of comparable positions, the first position whose tokens differ or None)."""
+    a, b = base["tokens"], other["tokens"]
+    shared = min(len(a), len(b))
+    first = next((i for i in range(shared) if a[i] != b[i]), None)
+    return (shared if first is None else first + 1), first
+
+
+def position(base: Mapping[str, Any], other: Mapping[str, Any], i: int) -> Position:
+    token = base["tokens"][i]
+    mine, theirs = _token_logprob(base, i, token), _token_logprob(other, i, token)
+    return Position(
+        kl=kl_topk(top_distribution(base, i), top_distribution(other, i)),
+        top1_same=_top1(base, i) == _top1(other, i),
+        dlogp=None if mine is None or theirs is None else abs(mine - theirs),
+    )
+
+
+def margin(lp: Mapping[str, Any], i: int) -> float | None:
+    """Top-1 minus top-2 log-probability at position i (None with fewer than 2 recorded)."""
+    tops = lp["top_logprobs"][i]
+    return float(tops[0]) - float(tops[1]) if len(tops) >= 2 else None
+
+
+def item_divergence(key: tuple[str, str], base: Mapping[str, Any],
+                    other: Mapping[str, Any]) -> ItemDivergence | None:
+    """One item's positions; None when there is nothing to compare."""
+    count, first = compared_positions(base, other)
+    if count == 0:
+        return None
+    positions = tuple(position(base, other, i) for i in range(count))
+    return ItemDivergence(key, positions, None if first is None else margin(base, first))
+
+
+def _pct(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+def summarize(items: Sequence[ItemDivergence]) -> Divergence:
+    positions = [p for item in items for p in item.positions]
+    kls = [p.kl for p in positions]
+    margins = [i.flip_margin for i in items if i.flip_margin is not None]
+    return Divergence(
+        items=len(items),
+        positions=len(positions),
+        kl_mean=_mean(kls),
+        kl_p99=_pct(kls, 99),
+        top1_agreement=_mean([float(p.top1_same) for p in positions]),
+        dlogp_mean=_mean([p.dlogp for p in positions if p.dlogp is not None]),
+        flip_margin_median=float(np.median(margins)) if margins else None,
+        flips=sum(i.flip_margin is not None for i in items),
+    )
+
+
+ARRAYS = ("tokens", "logprobs", "top_tokens", "top_logprobs")
+
+
+def check_record(record: Any) -> Mapping[str, Any]:
+    """A record's log-probabilities, or RunFileError when they are not the compact shape."""
+    lp = record.logprobs
+    ok = isinstance(lp, Mapping) and all(isinstance(lp.get(key), list) for key in ARRAYS)
+    if not ok or len({len(lp[key]) for key in ARRAYS}) != 1:
+        raise RunFileError(f"{record.task} {record.item_id}: malformed logprobs (want parallel "
+                           f"arrays {', '.join(ARRAYS)})")
+    return lp
+
+
+def per_item(pairs: Sequence[tuple[Any, Any]]) -> list[ItemDivergence]:
+    """(baseline record, other record) pairs -> per-item divergences, where both have
+    log-probabilities."""
+    found = (_compared(a, b) for a, b in pairs if a.logprobs and b.logprobs)
+    return [item for item in found if item is not None]
+
+
+def _compared(a: Any, b: Any) -> ItemDivergence | None:
+    try:
+        return item_divergence(a.key, check_record(a), check_record(b))
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+        raise RunFileError(f"{a.task} {a.item_id}: malformed logprobs ({exc})") from None
+
+
+def kl_test(candidate: Sequence[ItemDivergence], noise: Sequence[ItemDivergence],
+            shift: float = 0.0) -> KlTest:
+    """One-sided Wilcoxon signed-rank on per-item mean KL, candidate vs noise, same items:
+    is the candidate's KL higher than the noise run's by more than `shift` nats?"""
+    noise_by_key = {item.key: item.kl_mean for item in noise}
+    shared = [(c.kl_mean, noise_by_key[c.key]) for c in candidate if c.key in noise_by_key]
+    cand = np.array([c for c, _ in shared], dtype=float)
+    base = np.array([n for _, n in shared], dtype=float)
+    means = (float(cand.mean()), float(base.mean())) if shared else (0.0, 0.0)
+    return KlTest(len(shared), *means, wilcoxon_greater(cand - shift, base), shift)
+
+
+def wilcoxon_greater(x: np.ndarray, y: np.ndarray) -> float:
+    """p of "x is larger than y" (paired); 1.0 when no pair differs."""
+    if len(x) == 0 or not np.any(x != y):
+        return 1.0
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(x, y, alternative="greater").pvalue)
+
+
+@dataclass(frozen=True)
+class TaskDivergence:
+    task: str
+    candidate: Divergence
+    noise: Divergence | None
+    test: KlTest | None  # None without a noise run or without shared items
+    max_kl: float | None = None  # the gate's tolerated excess over the noise floor, when set
+
+    @property
+    def failed(self) -> bool:
+        """The gate's verdict with --max-kl: the excess is beyond max_kl at p < 0.05."""
+        return self.max_kl is not None and self.test is not None and self.test.higher
+
+
+def _by_task(pairs: Sequence[Any]) -> dict[str, list[tuple[Any, Any]]]:
+    grouped: dict[str, list[tuple[Any, Any]]] = {}
+    for pair in pairs:
+        grouped.setdefault(pair.key[0], []).append((pair.base, pair.other))
+    return grouped
+
+
+def task_divergences(pairs: Sequence[Any], noise_pairs: Sequence[Any] | None,
+                     max_kl: float | None = None) -> list[TaskDivergence]:
+    """Per task with log-probabilities in both runs: the candidate's divergence from the
+    baseline, the noise run's, and the test of one against the other. `pairs` hold
+    `.key`, `.base` and `.other` records (judge.compare.Pair)."""
+    noise_tasks = _by_task(noise_pairs) if noise_pairs is not None else {}
+    found = []
+    for task, task_pairs in _by_task(pairs).items():
+        cand = per_item(task_pairs)
+        if not cand:
+            continue
+        noise = per_item(noise_tasks[task]) if task in noise_tasks else None
+        test = kl_test(cand, noise, max_kl or 0.0) if noise else None
+        found.append(TaskDivergence(task, summarize(cand), summarize(noise) if noise else None,
+                                    test if test and test.items else None, max_kl))
+    return found

@@ -1,0 +1,126 @@
+"""Renderings of token-level divergence: a table and a sentence per task, and their JSON.
+
+Worded like the drift line: "q8_0 raised the mean per-token KL from 0.0002 (restart) to
+0.011 nats on 16 items; p = 0.0004 (one-sided Wilcoxon on per-item means)".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kveval.judge.divergence import ALPHA, Divergence, KlTest, TaskDivergence
+from kveval.safe import one_line
+from kveval.show.blocks import Block, Heading, Table
+from kveval.show.words import p_text, pct
+
+ESTIMATOR = ("KL(baseline || run) per token, over the tokens in both top-K sets plus one "
+             "'any other token' outcome: a lower bound of the full-vocabulary KL")
+
+
+def nats(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "0" if x == 0 else f"{x:.2g}"
+
+
+def _row(task: str, label: str, d: Divergence) -> tuple[str, ...]:
+    return (task, label, str(d.items), str(d.positions), nats(d.kl_mean), nats(d.kl_p99),
+            pct(d.top1_agreement), nats(d.dlogp_mean),
+            "-" if d.flip_margin_median is None else f"{d.flip_margin_median:.2f} ({d.flips})")
+
+
+def divergence_table(tasks: Sequence[TaskDivergence], candidate: str,
+                     noise: str | None) -> Table:
+    rows = []
+    for t in tasks:
+        rows.append(_row(t.task, candidate, t.candidate))
+        if t.noise is not None and noise is not None:
+            rows.append(_row(t.task, noise, t.noise))
+    return Table(("task", "run", "items", "positions", "KL mean", "KL p99", "top-1 same",
+                  "mean |dlogp|", "flip margin (n)"), tuple(rows))
+
+
+def kl_verdict(t: KlTest) -> str:
+    if t.higher:
+        return "above the noise floor" + (f" by more than {t.shift:g} nats" if t.shift else "")
+    if t.shift:
+        return f"not shown to exceed the noise floor by more than {t.shift:g} nats"
+    return "within the noise floor"
+
+
+def kl_sentence(t: TaskDivergence, candidate: str, noise: str | None) -> str:
+    c = t.candidate
+    if t.test is None or noise is None:
+        return (f"{candidate} moved the next-token distributions by a mean KL of "
+                f"{nats(c.kl_mean)} nats per token over {c.positions} positions of {c.items} "
+                f"items; no noise run with log-probabilities to compare with")
+    k = t.test
+    if k.candidate_kl > k.noise_kl:
+        what = (f"{candidate} raised the mean per-token KL from {nats(k.noise_kl)} ({noise}) "
+                f"to {nats(k.candidate_kl)} nats")
+    else:
+        what = (f"{candidate}'s mean per-token KL of {nats(k.candidate_kl)} nats is no higher "
+                f"than {noise}'s {nats(k.noise_kl)}")
+    return (f"{what} on {k.items} items (mean of item means); {p_text(k.p_value)} (one-sided "
+            f"Wilcoxon on per-item means): {kl_verdict(k)}")
+
+
+def divergence_blocks(tasks: Sequence[TaskDivergence], candidate: str,
+                      noise: str | None) -> list[Block]:
+    if not tasks:
+        return []
+    candidate, noise = one_line(candidate), one_line(noise) if noise else None
+    blocks: list[Block] = [Heading("token divergence"),
+                           divergence_table(tasks, candidate, noise)]
+    blocks += [f"{t.task} divergence: {kl_sentence(t, candidate, noise)}" for t in tasks]
+    return blocks + [f"KL: {ESTIMATOR}; flip margin: the baseline's top-1 minus top-2 "
+                     "log-probability where the tokens first differ (median, items)"]
+
+
+def summary_json(d: Divergence | None) -> dict[str, Any] | None:
+    if d is None:
+        return None
+    return {"kl_mean": d.kl_mean, "kl_p99": d.kl_p99, "top1_agreement": d.top1_agreement,
+            "dlogp_mean": d.dlogp_mean, "flip_margin_median": d.flip_margin_median,
+            "positions": d.positions, "items": d.items, "flips": d.flips}
+
+
+def task_json(t: TaskDivergence, candidate: str, noise: str | None) -> dict[str, Any]:
+    data = summary_json(t.candidate) or {}
+    data["noise"] = summary_json(t.noise)
+    data["test"] = None if t.test is None else {
+        "items": t.test.items, "candidate_kl": t.test.candidate_kl,
+        "noise_kl": t.test.noise_kl, "p_value": t.test.p_value, "shift": t.test.shift,
+        "higher": t.test.higher, "alpha": ALPHA}
+    data["summary"] = kl_sentence(t, candidate, noise)
+    if t.max_kl is not None:
+        data["max_kl"], data["passed"] = t.max_kl, not t.failed
+    return data
+
+
+def add_json(data: dict[str, Any], tasks: Sequence[TaskDivergence], candidate: str,
+             noise: str | None) -> dict[str, Any]:
+    """Each task entry of a compare or gate JSON gets its "divergence" (null without
+    log-probabilities)."""
+    found = {t.task: t for t in tasks}
+    for entry in data.get("tasks", []):
+        t = found.get(entry.get("task"))
+        entry["divergence"] = task_json(t, candidate, noise) if t else None
+    return data
+
+
+def amend_gate(blocks: list[Block], data: dict[str, Any],
+               tasks: Sequence[TaskDivergence]) -> int:
+    """With --max-kl: a task whose KL exceeds the floor by more than it fails the gate.
+    Rewrites the heading, summary and JSON verdict; returns the exit code it adds (0/1)."""
+    failed = [t.task for t in tasks if t.failed]
+    if not failed:
+        return 0
+    summary = f"gate: REGRESSION in {', '.join(failed)} (--max-kl); exit 1"
+    if blocks and isinstance(blocks[0], Heading):
+        blocks[0] = Heading("kveval gate: REGRESSION")
+    blocks[:] = [b for b in blocks if not (isinstance(b, str) and b.startswith("gate: PASS"))]
+    blocks.append(summary)
+    data.update(verdict="regression", exit_code=1, summary=summary)
+    return 1
