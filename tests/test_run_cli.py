@@ -316,7 +316,7 @@ def test_server_listing_no_models_is_one_line(capsys: Any, gsm8k_dir: Path, tmp_
 
 def test_ctrl_c_leaves_a_valid_file_that_resume_completes(gsm8k_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
-    with FakeServer(Behaviour(answer=gsm8k_answer, latency_s=0.05)) as slow:
+    with FakeServer(Behaviour(answer=gsm8k_answer, latency_s=0.2)) as slow:
         argv = [sys.executable, "-m", "kveval.cli", "run", "--endpoint", slow.base_url, "--task",
                 "gsm8k", "--data", str(gsm8k_dir), "--limit", "400", "--concurrency", "2",
                 "-o", str(out)]
