@@ -314,3 +314,8 @@ def test_the_needle_grid_gets_its_length_curve_from_kveval_itself(page):
     shown = text_of(page)
     assert "needle: length curve" in shown
     assert re.search(r"auc_recovery value 0\.\d+, low 0\.\d+, high [01]\.\d+", shown)
+
+
+def test_only_tasks_with_a_strict_match_name_their_metric(page):
+    assert "gsm8k flexible" in page and "gsm8k strict" in page
+    assert "needle flexible" not in page and "prompts flexible" not in page

@@ -90,13 +90,21 @@ def _joined(*parts: Any) -> str:
     return "; ".join(kept)
 
 
+def metric_name(data: Mapping[str, Any], task: str, metric: str) -> str:
+    """"gsm8k flexible" where a task has a strict match beside it; a plain "needle" else."""
+    paired = (data.get("score") or {}).get("paired") or []
+    strict = any(p["task"] == task and p["metric"] == "strict" for p in paired)
+    return f"{task} {metric}" if strict or metric == "strict" else task
+
+
 def verdict_section(data: Mapping[str, Any]) -> dict[str, Any]:
     gate = data["gate"]
     word = WORDS.get(gate.get("verdict", ""), "CANNOT JUDGE")
     rows = []
     for t in gate.get("tasks") or []:
         acc = t.get("accuracy")
-        loss = f"{acc['task']} {acc['metric']}: {loss_sentence(acc)}" if acc else ""
+        loss = (f"{metric_name(data, acc['task'], acc['metric'])}: {loss_sentence(acc)}"
+                if acc else "")
         status = t.get("status") or PASSED.get(t.get("passed"), "-")
         reason = _joined(t.get("reason"), t.get("cannot_judge"), t.get("collapse_reason"))
         rows.append({"task": t["task"], "rule": t.get("rule") or "-",
@@ -162,7 +170,7 @@ def accuracy_section(data: Mapping[str, Any]) -> dict[str, Any] | None:
     rows, chart_rows = [], []
     for p in paired:
         noise = _noise_accuracy(data, p["task"], p["metric"])
-        name = f"{p['task']} {p['metric']}"
+        name = metric_name(data, p["task"], p["metric"])
         low, high = p["difference_interval"]
         rows.append({"name": name, "baseline": interval_text(p["baseline"]),
                      "candidate": interval_text(p["candidate"]),
