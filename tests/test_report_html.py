@@ -319,3 +319,7 @@ def test_the_needle_grid_gets_its_length_curve_from_kveval_itself(page):
 def test_only_tasks_with_a_strict_match_name_their_metric(page):
     assert "gsm8k flexible" in page and "gsm8k strict" in page
     assert "needle flexible" not in page and "prompts flexible" not in page
+
+
+def test_length_curves_are_named_by_their_runs(page):
+    assert "fp8, all items" in page and "baseline_paired_mean</text>" not in page

@@ -14,8 +14,8 @@ from kveval.show import charts
 from kveval.show.view import as_list, task_names, task_value
 
 X_KEYS = ("length", "target_tokens", "tokens", "bucket")
-SERIES_KEYS = ("baseline", "candidate", "noise", "score", "mean", "accuracy", "auc",
-               "baseline_paired_mean", "paired_mean")
+SERIES_KEYS = ("baseline_paired_mean", "paired_mean", "baseline", "candidate", "noise",
+               "score", "mean", "accuracy", "auc")
 
 
 def length_label(tokens: Any) -> str:
@@ -117,7 +117,7 @@ def long_context_section(data: Mapping[str, Any], labels: Sequence[str]) -> list
         if grid is None and curve is None:
             continue
         entry: dict[str, Any] = {"task": task, "heatmaps": [], "per_length": [], "classes": [],
-                                 "curve": length_curve(curve) if curve else None}
+                                 "curve": length_curve(curve, labels) if curve else None}
         if grid is not None:
             own = (data.get("grids") or {}).get(task)
             entry["heatmaps"] = _heatmaps(grid, own, labels)
@@ -129,13 +129,13 @@ def long_context_section(data: Mapping[str, Any], labels: Sequence[str]) -> list
     return out
 
 
-def length_curve(curve: Mapping[str, Any]) -> dict[str, Any]:
+def length_curve(curve: Mapping[str, Any], labels: Sequence[str] = ()) -> dict[str, Any]:
     buckets = [b for b in curve.get("buckets") or [] if isinstance(b, Mapping)]
     head = list(dict.fromkeys(k for b in buckets for k in b))
     facts = [(k, _fact(curve[k])) for k in curve if k != "buckets" and curve[k] is not None]
     return {"facts": facts, "head": head,
             "rows": [[number(b.get(k)) for k in head] for b in buckets],
-            "svg": _curve_svg(buckets) if charts.available() else None}
+            "svg": _curve_svg(buckets, labels) if charts.available() else None}
 
 
 def _fact(value: Any) -> str:
@@ -147,7 +147,16 @@ def _fact(value: Any) -> str:
     return number(value)
 
 
-def _curve_svg(buckets: Sequence[Mapping[str, Any]]) -> str | None:
+def _series_names(keys: Sequence[str], labels: Sequence[str]) -> list[str]:
+    """With a baseline, the paired means are the two runs' curves: name them by their runs."""
+    if len(labels) < 2 or "paired_mean" not in keys:
+        return list(keys)
+    names = {"baseline_paired_mean": labels[0], "paired_mean": labels[1],
+             "mean": f"{labels[1]}, all items"}
+    return [names.get(k, k) for k in keys]
+
+
+def _curve_svg(buckets: Sequence[Mapping[str, Any]], labels: Sequence[str] = ()) -> str | None:
     x_key = next((k for k in X_KEYS if buckets and k in buckets[0]), None)
     if x_key is None:
         return None
@@ -155,8 +164,8 @@ def _curve_svg(buckets: Sequence[Mapping[str, Any]]) -> str | None:
     if not keys:
         return None
     xs = [b[x_key] for b in buckets]
-    series = [(k, [b.get(k) if isinstance(b.get(k), (int, float)) else None for b in buckets])
-              for k in keys]
+    series = [(name, [b.get(k) if isinstance(b.get(k), (int, float)) else None for b in buckets])
+              for k, name in zip(keys, _series_names(keys, labels), strict=True)]
     logx = all(isinstance(x, (int, float)) and x > 0 for x in xs)
     ticks = [length_label(x) for x in xs] if logx else None
     return charts.line_chart(xs, series, x_key, "score", ticks=ticks)
