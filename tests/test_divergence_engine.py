@@ -14,6 +14,7 @@ import pytest
 from kveval.cli.cli import main
 from kveval.formats.records import read_run
 from kveval.run import local
+from tests.clirun import kveval
 
 HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in local.SERVER_MODULES)
 HAVE_MODEL = importlib.util.find_spec(local.BUNDLED_PACKAGE) is not None
@@ -24,17 +25,6 @@ pytestmark = [
 ]
 PROMPTS = ["Name three colours.", "What is the capital of France?", "Count from one to five.",
            "Write a haiku about rain."]
-
-
-def kveval(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    else:  # pragma: no cover
-        code = 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -15,24 +15,13 @@ from typing import Any
 import pytest
 from fake_server import Behaviour, FakeServer
 
-from kveval.cli.cli import main
 from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
 from kveval.formats.records import read_run, to_json
+from tests.clirun import kveval
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lmeval"
 V13 = FIXTURES / "0.4.13"
 V02 = FIXTURES / "0.4.2"  # one pretty-printed JSON array, no filter field, no prompt_hash
-
-
-def kveval(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    else:  # pragma: no cover
-        code = 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def samples_file(folder: Path) -> Path:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fake_server import Behaviour, FakeServer
 
-from kveval.cli.cli import main
 from kveval.formats.records import read_run
+from tests.clirun import kveval
 
 ANSWER = "red green blue"
 TOKENS = ["red", " green", " blue"]
@@ -21,17 +21,6 @@ BASE_TOP = {"x": math.log(0.6), "y": math.log(0.3)}  # each position: the answer
 MOVED_TOP = {"x": math.log(0.5), "y": math.log(0.4)}
 KL_MOVED = 0.6 * math.log(0.6 / 0.5) + 0.3 * math.log(0.3 / 0.4)  # the rest, 0.1, is unmoved
 PROMPTS = 12
-
-
-def kveval(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    else:  # pragma: no cover
-        code = 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def tops_for(top: dict[str, float]) -> list[dict[str, float]]:

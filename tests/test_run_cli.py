@@ -15,21 +15,10 @@ from typing import Any
 import pytest
 from fake_server import Behaviour, FakeServer
 
-from kveval.cli.cli import main
 from kveval.formats.records import read_run
+from tests.clirun import kveval
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def kveval(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    else:  # pragma: no cover
-        code = 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def last_line(text: str) -> str:
