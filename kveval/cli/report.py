@@ -98,15 +98,14 @@ def write_page(path: str, html: str) -> None:
         raise UsageError(f"{path}: cannot write the page ({exc.strerror or exc})") from None
 
 
-def publish(args: GateArgs, html: str | None, summary: str | None, result: GateReport | None,
+def publish(inputs: Inputs, html: str | None, summary: str | None, result: GateReport | None,
             error: Exception | None, verdict: dict[str, Any] | None = None) -> None:
     """What gate writes beside its decision: the page (`--html FILE`) and the Markdown
     `summary` (with `--markdown`) in the GitHub Actions job summary."""
     if summary is not None:
         append_step_summary(summary)
     if html:
-        inputs, read_error = load_inputs(args)
-        write_page(html, page_html(inputs, result, error or read_error, verdict))
+        write_page(html, page_html(inputs, result, error, verdict))
         click.echo(f"kveval: wrote the page {html}", err=True)
 
 
@@ -164,7 +163,7 @@ def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple
     shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
     args = GateArgs(baseline, candidate, noise, repeats, skip, policy, shown_margin, metric)
     inputs, error = load_inputs(args)
-    result, verdict, code = _decide(args, max_error_rate) if error is None else (None, None, 2)
+    result, verdict, code = _decide(inputs, max_error_rate) if error is None else (None, None, 2)
     if isinstance(verdict, Exception):
         error, verdict = verdict, None
     write_page(output, page_html(inputs, result, error, verdict))
@@ -174,14 +173,15 @@ def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple
     return code
 
 
-def _decide(args: GateArgs, max_error_rate: float,
+def _decide(inputs: Inputs, max_error_rate: float,
             ) -> tuple[GateReport | None, dict[str, Any] | Exception, int]:
     """The gate's decision and final JSON, or why it cannot be taken (the page says so)."""
     from kveval.cli.verdicts import decide_gate
     from kveval.errors import KvevalError
 
     try:
-        result, _, data, code = decide_gate(args, max_error_rate, None, CURVE_THRESHOLD, None)
+        result, _, data, code = decide_gate(inputs, max_error_rate, None, CURVE_THRESHOLD,
+                                            None)
     except KvevalError as exc:
         return None, exc, 2
     return result, data, code

@@ -14,9 +14,9 @@ import click
 from kveval.cli import curves
 
 if TYPE_CHECKING:
-    from kveval.cli.report import GateArgs
     from kveval.judge.compare import Side
     from kveval.judge.verdict import GateReport
+    from kveval.show.page import Inputs
     from kveval.show.report import Block
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -257,7 +257,7 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     task too small for --policy paired's margin (unless --skip TASK).
     With --markdown on GitHub Actions, the block is also appended to $GITHUB_STEP_SUMMARY.
     """
-    from kveval.cli.report import GateArgs, cannot_judge_markdown, publish
+    from kveval.cli.report import GateArgs, cannot_judge_markdown, load_inputs, publish
     from kveval.errors import KvevalError, UsageError
     from kveval.judge.verdict import DEFAULT_MARGIN
     from kveval.show import report
@@ -267,37 +267,40 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
         raise UsageError("--margin applies only to --policy paired")
     shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
     args = GateArgs(baseline, candidate, noise, repeats, skip, policy, shown_margin, metric)
+    inputs, error = load_inputs(args)
     try:
-        result, blocks, data, code = decide_gate(args, max_error_rate, min_recovery,
+        if error is not None:
+            raise error
+        result, blocks, data, code = decide_gate(inputs, max_error_rate, min_recovery,
                                                  effective_threshold, max_kl)
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
-        publish(args, html, cannot_judge_markdown(str(exc)) if markdown else None, None, exc)
+        publish(inputs, html, cannot_judge_markdown(str(exc)) if markdown else None, None, exc)
         raise
     _emit(blocks, data, as_json, markdown)
-    publish(args, html, report.to_markdown(blocks) if markdown else None, result, None, data)
+    publish(inputs, html, report.to_markdown(blocks) if markdown else None, result, None, data)
     return code
 
 
-def decide_gate(args: GateArgs, max_error_rate: float, min_recovery: float | None,
+def decide_gate(inputs: Inputs, max_error_rate: float, min_recovery: float | None,
                 effective_threshold: float, max_kl: float | None,
                 ) -> tuple[GateReport, list[Block], dict[str, Any], int]:
-    """The gate's whole decision: accuracy, drift and collapse, then length-curve recovery
-    and token divergence; its text blocks, its JSON and the exit code. `gate` prints it and
-    `report` draws it."""
+    """The gate's whole decision on runs already read: accuracy, drift and collapse, then
+    length-curve recovery and token divergence; its text blocks, its JSON and the exit code.
+    `gate` prints it and `report` draws it."""
     from kveval.judge.verdict import DEFAULT_MARGIN
     from kveval.judge.verdict import gate as judge
 
-    base, cand = _load_run(args.baseline), _load_run(args.candidate)
-    noises, again = [_load_run(p) for p in args.noise], [_load_run(p) for p in args.repeats]
-    _check_fewshot(base, cand, *noises, *again)
-    result = judge(base, cand, policy=args.policy,
-                   margin=DEFAULT_MARGIN if args.margin is None else args.margin,
-                   metric=args.metric, max_error_rate=max_error_rate, noises=noises,
-                   repeats=again, skip=args.skip)
+    base, cand = inputs.baseline, inputs.candidate
+    assert base is not None and cand is not None  # load_inputs read every file
+    _check_fewshot(base, cand, *inputs.noise, *inputs.repeats)
+    result = judge(base, cand, policy=inputs.policy,
+                   margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
+                   metric=inputs.metric, max_error_rate=max_error_rate,
+                   noises=list(inputs.noise), repeats=list(inputs.repeats), skip=inputs.skip)
     found = curves.curves(cand, base, effective_threshold)
-    result = curves.with_recovery(result, found, min_recovery, args.skip)
+    result = curves.with_recovery(result, found, min_recovery, inputs.skip)
     blocks, data = curves.gate_output(result, found, min_recovery)
-    added = _with_divergence(result.comparison, blocks, data, max_kl, args.skip)
+    added = _with_divergence(result.comparison, blocks, data, max_kl, inputs.skip)
     return result, blocks, data, max(result.exit_code, added)
