@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -55,8 +56,12 @@ def test_demo_tells_the_whole_story(tmp_path: Path, gsm8k_dir: Path) -> None:
     for title in ("kveval compare", "kveval score", "kveval gate", "What you just saw"):
         assert title in result.stdout
     assert "kveval run --endpoint http://HOST:8000/v1" in result.stdout
-    assert "short-prompts divergence: q8_0 raised the mean per-token KL from 0 (f16-b)" in (
-        result.stdout)
+    # The restart's KL is 0 or close to it: its shuffled order (a seed drawn per run) changes
+    # which cached prompt prefix llama-cpp-python reuses, and with it the last digits.
+    line = re.search(r"short-prompts divergence: q8_0 raised the mean per-token KL from "
+                     r"([0-9.e-]+) \(f16-b\) to ([0-9.e-]+) nats", result.stdout)
+    assert line, result.stdout[-3000:]
+    assert float(line[1]) < 0.01 and float(line[2]) > float(line[1])
     assert "[3/3] candidate: q8_0 KV cache" in result.stderr
     kinds = {}
     for label in ("f16-a", "f16-b", "q8_0"):
