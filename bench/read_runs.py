@@ -8,7 +8,7 @@ candidate changes 30% of the answers part-way, the noise run 10%), then prints s
 a `json.loads` of every line of the three files, `read_run` (the typed decoder) on the three
 files, and `kveval compare A B --noise N` in a subprocess (wall time and peak RSS), with the
 ratio of compare to the json.loads pass. `--decoders` adds msgspec and pydantic decoding the
-same item lines into the same `ItemRecord` dataclass.
+same item lines into the same dataclass, and msgspec into `ItemRecord` (a msgspec Struct).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import resource
 import subprocess
 import sys
 import time
+import typing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]  # this checkout's kveval, in-process and in compare
@@ -124,21 +125,41 @@ def compare_subprocess(paths: list[Path]) -> tuple[float, float, float]:
     return wall, cpu, after.ru_maxrss / 1024
 
 
+def record_dataclass() -> type:
+    """ItemRecord's fields as a plain frozen dataclass: what both decoders can build."""
+    import dataclasses
+
+    import msgspec
+
+    from kveval.formats.records import ItemRecord
+
+    hints = typing.get_type_hints(ItemRecord)
+    spec = [(f.name, hints[f.name]) if f.required else
+            (f.name, hints[f.name], dataclasses.field(default=None if f.default is msgspec.NODEFAULT
+                                                      else f.default))
+            for f in msgspec.structs.fields(ItemRecord)]
+    return dataclasses.make_dataclass("Record", spec, frozen=True, slots=True)
+
+
 def decoder_figures(paths: list[Path]) -> list[tuple[str, tuple[float, float]]]:
-    """msgspec and pydantic decoding the same item lines into ItemRecord, validated."""
+    """msgspec and pydantic decoding the same item lines into one dataclass, validated, and
+    msgspec into ItemRecord (a msgspec Struct) as kveval reads them."""
     import msgspec
     import pydantic
 
     from kveval.formats.records import ItemRecord
 
     lines = [line for path in paths for line in path.read_bytes().split(b"\n")[1:] if line]
-    msgspec_decoder = msgspec.json.Decoder(ItemRecord)
-    adapter = pydantic.TypeAdapter(ItemRecord)
-    gc.disable()  # as read_run does, for both
+    record = record_dataclass()
+    msgspec_decoder = msgspec.json.Decoder(record)
+    adapter = pydantic.TypeAdapter(record)
+    struct_decoder = msgspec.json.Decoder(ItemRecord)
+    gc.disable()  # as read_run does, for all
     try:
         return [
-            ("msgspec -> ItemRecord", timed(lambda: [msgspec_decoder.decode(x) for x in lines])),
-            ("pydantic -> ItemRecord", timed(lambda: [adapter.validate_json(x) for x in lines])),
+            ("msgspec -> dataclass", timed(lambda: [msgspec_decoder.decode(x) for x in lines])),
+            ("pydantic -> dataclass", timed(lambda: [adapter.validate_json(x) for x in lines])),
+            ("msgspec -> ItemRecord", timed(lambda: [struct_decoder.decode(x) for x in lines])),
         ]
     finally:
         gc.enable()

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -176,7 +177,7 @@ def test_gate_no_paired_items_exits_2(runs, tmp_path, capsys):
 
 def test_gate_prompt_mismatch_exits_2(runs, tmp_path, capsys):
     items = gsm8k_items(500, set())
-    items[7] = ItemRecord(**{**asdict(items[7]), "prompt_sha256": "different"})
+    items[7] = msgspec.structs.replace(items[7], prompt_sha256="different")
     other = write(tmp_path / "other.jsonl", header("other", fingerprint=fingerprint("fp8")),
                   items)
     code, out, err = kveval(["gate", "--baseline", runs["bf16a"], "--candidate", other], capsys)
@@ -330,7 +331,7 @@ def test_compare_refuses_a_mix_of_arrays_and_run_files(runs, tmp_path, capsys):
 
 def test_compare_prompt_mismatch_exits_2(runs, tmp_path, capsys):
     items = gsm8k_items(500, set())
-    items[0] = ItemRecord(**{**asdict(items[0]), "prompt_sha256": "other"})
+    items[0] = msgspec.structs.replace(items[0], prompt_sha256="other")
     other = write(tmp_path / "other.jsonl", header("other"), items)
     code, out, err = kveval(["compare", runs["bf16a"], other], capsys)
     assert_cannot_judge(code, out, err, "prompt_sha256 differs")

@@ -10,6 +10,7 @@ import pytest
 
 from kveval.cli.cli import main
 from kveval.formats import records
+from kveval.formats.reader import Shared
 from kveval.formats.records import read_run
 
 HEADER = {
@@ -61,7 +62,7 @@ def compare_json(paths: list[Path], capsys: pytest.CaptureFixture[str]) -> dict[
 def test_compare_json_is_the_same_as_from_full_records(runs, capsys, monkeypatch):
     lean = compare_json(runs, capsys)
     full_read = records.read_run
-    monkeypatch.setattr(records, "read_run", lambda path, judging=False: full_read(path))
+    monkeypatch.setattr(records, "read_run", lambda path, **_: full_read(path))
     full = compare_json(runs, capsys)  # every field of every record (judging=False)
     assert lean == full
     assert lean["tasks"][0]["task"] == "gsm8k"
@@ -72,3 +73,23 @@ def test_lean_records_keep_what_judging_reads(runs):
     assert [(x.key, x.status, x.output, x.extracted, x.correct, x.meta) for x in lean.items] == \
         [(x.key, x.status, x.output, x.extracted, x.correct, x.meta) for x in full.items]
     assert all(x.request == {} and x.usage is None for x in lean.items)
+
+
+FIELDS = ("task", "item_id", "prompt_sha256", "status", "output", "finish_reason", "extracted",
+          "reference", "correct", "correct_strict", "error", "meta", "reasoning", "logprobs")
+
+
+def values(record: Any) -> tuple[Any, ...]:
+    return tuple(getattr(record, name) for name in FIELDS)
+
+
+def test_runs_read_together_share_what_is_alike_and_keep_what_differs(runs):
+    shared = Shared()
+    base, cand, noise = (read_run(path, shared=shared) for path in runs)
+    alone = [read_run(path, judging=True) for path in runs]
+    for together, apart in zip((base, cand, noise), alone, strict=True):
+        assert [values(x) for x in together.items] == [values(x) for x in apart.items]
+    first, changed, same = base.items[1], cand.items[1], cand.items[0]
+    assert changed.output != first.output and changed.meta is base.items[1].meta
+    assert same.output is base.items[0].output and same.prompt_sha256 is base.items[0].prompt_sha256
+    assert noise.items[2].output != base.items[2].output  # changed in the noise run too

@@ -17,15 +17,16 @@ import click
 CURVE_THRESHOLD = 0.9  # effective length: the default of --effective-threshold
 
 if TYPE_CHECKING:
+    from kveval.formats.reader import Shared
     from kveval.judge.compare import Side
     from kveval.judge.verdict import GateReport
     from kveval.show.page import Inputs
 
 
-def _read(path: str | None) -> Side | None:
+def _read(path: str | None, shared: Shared) -> Side | None:
     from kveval.cli.verdicts import _load_run
 
-    return _load_run(path) if path else None
+    return _load_run(path, shared) if path else None
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,15 @@ class GateArgs:
 def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
     """The runs as read; the first file that cannot be read is the error (the page says so)."""
     from kveval.errors import KvevalError
+    from kveval.formats.reader import Shared
     from kveval.show.page import Inputs
 
+    shared = Shared()
     sides: list[Side | None] = []
     error: Exception | None = None
     for path in (args.baseline, args.candidate, *args.noise, *args.repeats):
         try:
-            sides.append(_read(path))
+            sides.append(_read(path, shared))
         except KvevalError as exc:
             sides.append(None)
             error = error or exc

@@ -14,6 +14,7 @@ import click
 from kveval.cli import curves
 
 if TYPE_CHECKING:
+    from kveval.formats.reader import Shared
     from kveval.judge.compare import Side
     from kveval.judge.verdict import GateReport
     from kveval.show.page import Inputs
@@ -37,8 +38,9 @@ def _check_output(as_json: bool, markdown: bool) -> None:
         raise UsageError("choose one of --json and --markdown")
 
 
-def _load(path: str) -> Side:
-    """A kveval run file, an lm-eval samples log, or the tutorial's JSON array of answers."""
+def _load(path: str, shared: Shared | None = None) -> Side:
+    """A kveval run file, an lm-eval samples log, or the tutorial's JSON array of answers;
+    runs judged together share one `shared` (what they hold alike is kept once)."""
     from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
     from kveval.formats.records import is_answer_array, read_answer_array, read_run
     from kveval.judge.compare import side_from_answers, side_from_run
@@ -47,10 +49,18 @@ def _load(path: str) -> Side:
         return side_from_run(read_lmeval(path))
     if is_answer_array(path):
         return side_from_answers(path, read_answer_array(path))
-    return side_from_run(read_run(path, judging=True))
+    return side_from_run(read_run(path, judging=True, shared=shared))
 
 
-def _load_run(path: str) -> Side:
+def _load_all(paths: Sequence[str]) -> list[Side]:
+    """The runs judged together: what they hold alike is read once (formats/reader.py)."""
+    from kveval.formats.reader import Shared
+
+    shared = Shared()  # dropped once read: judging needs only the runs
+    return [_load(path, shared) for path in paths]
+
+
+def _load_run(path: str, shared: Shared | None = None) -> Side:
     """A kveval run file or an lm-eval samples log; arrays of answers carry no scores."""
     from kveval.errors import UsageError
     from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
@@ -62,7 +72,7 @@ def _load_run(path: str) -> Side:
     if is_answer_array(path):
         raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
                          "kveval run files (compare reads both)")
-    return side_from_run(read_run(path, judging=True))
+    return side_from_run(read_run(path, judging=True, shared=shared))
 
 
 def _check_fewshot(*sides: Side | None) -> None:
@@ -120,8 +130,8 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     from kveval.show import report
 
     _check_output(as_json, markdown)
-    base, cand = _load(baseline), _load(candidate)
-    noises, again = [_load(path) for path in noise], [_load(path) for path in repeats]
+    base, cand, *rest = _load_all((baseline, candidate, *noise, *repeats))
+    noises, again = rest[:len(noise)], rest[len(noise):]
     _check_fewshot(base, cand, *noises, *again)
     result = compare_sides(base, cand, show=show, noises=noises, repeats=again)
     setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
@@ -196,12 +206,14 @@ def score(run_path: str, baseline: str | None, effective_threshold: float, as_js
     whether the intervals overlap, and on the paired items the discordant counts, the
     exact McNemar p, a 95% interval for the difference, and the largest loss not ruled out.
     """
+    from kveval.formats.reader import Shared
     from kveval.judge.verdict import score_report
     from kveval.show import report
 
     _check_output(as_json, markdown)
-    run = _load_run(run_path)
-    base = _load_run(baseline) if baseline else None
+    shared = Shared()
+    run = _load_run(run_path, shared)
+    base = _load_run(baseline, shared) if baseline else None
     _check_fewshot(run, base)
     result = score_report(run, base)
     extras = task_extras(run, base)

@@ -7,7 +7,8 @@ wrong verdict; fields this kveval does not know are skipped (forward compatibili
 msgspec rather than pydantic (which comes with openai): msgspec is strict by default, where
 pydantic's lax mode reads `"correct": "no"` as False and `"latency_s": "1.5"` as 1.5, and on
 bench/read_runs.py's three 100k-item files it decoded the item lines into the same dataclass
-in 1.2 s of CPU against pydantic's 1.9 s.
+in 1.2 s of CPU against pydantic's 1.9 s. Records are msgspec Structs themselves, decoded
+straight from the line with nothing converted after.
 
 The garbage collector is paused while a file is read: its passes over hundreds of thousands
 of new, still-growing containers would cost more than the decoding itself.
@@ -16,13 +17,9 @@ of new, still-growing containers would cost more than the decoding itself.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import re
-import sys
-import typing
-from collections.abc import Callable, Iterator
-from dataclasses import MISSING, fields
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -39,16 +36,22 @@ class _Object(msgspec.Struct, gc=False):
     """Any JSON object, checked as one and not kept."""
 
 
-# Left out by read_run(judging=True), checked for their JSON type only: judging never reads
-# them, and the request is the largest part of a record.
-NOT_JUDGED: dict[str, Any] = {"request": _Object, "usage": _Object | None,
-                              "latency_s": float | None}
-# Strings that repeat within a run or across the runs judged together (the same items)
-SHARED = ("task", "item_id", "prompt_sha256", "finish_reason", "reference", "extracted")
+class _Judged(ItemRecord, frozen=True, gc=False):
+    """An item line as judging reads it: `request` and `usage` are checked to be JSON objects
+    and `latency_s` a number, then dropped (Shared.lean): judging never reads them, and the
+    request is the largest part of a record."""
+
+    request: _Object  # type: ignore[assignment]
+    usage: _Object | None = None  # type: ignore[assignment]
+
+
 # The request of every record read for judging: never read, never changed (records are frozen)
 NOT_READ: dict[str, Any] = {}
-_JUDGED_FIELDS = tuple(f.name for f in fields(ItemRecord)
-                       if f.name not in NOT_JUDGED and f.name != "type")
+# Fields the runs judged together often hold alike for an item: kept once (Shared.lean)
+ALIKE = ("prompt_sha256", "output", "extracted", "reference", "meta", "reasoning", "logprobs")
+# Short strings that repeat from item to item within a run
+REPEATED = ("finish_reason", "extracted", "reference")
+_set = msgspec.structs.force_setattr
 
 
 def describe(exc: msgspec.DecodeError) -> str:
@@ -63,45 +66,46 @@ def describe(exc: msgspec.DecodeError) -> str:
     return one_line(f"{where}: {what}" if where else what)
 
 
-@functools.lru_cache(maxsize=1)
-def _judged_type() -> type:
-    """ItemRecord's fields as a msgspec Struct without those judging never reads."""
-    hints = typing.get_type_hints(ItemRecord)
-    spec: list[Any] = []
-    for f in fields(ItemRecord):
-        if f.name in NOT_JUDGED:  # checked under another attribute: ItemRecord's default
-            default = f.default if f.default is not MISSING else msgspec.NODEFAULT
-            spec.append((f"{f.name}_checked", NOT_JUDGED[f.name],
-                         msgspec.field(name=f.name, default=default)))
-        elif f.default is not MISSING:
-            spec.append((f.name, hints[f.name], f.default))
-        elif f.default_factory is not MISSING:
-            spec.append((f.name, hints[f.name], msgspec.field(default_factory=f.default_factory)))
-        else:
-            spec.append((f.name, hints[f.name]))
-    return msgspec.defstruct("JudgedItem", spec, gc=False)
+class Shared:
+    """What the runs judged together hold alike, kept once.
 
+    The same items answered by a baseline, a candidate and noise runs share their ids,
+    prompts' hashes and metadata, and most of their answers: a record read after the first
+    one of its (task, item_id) refers to the first one's values wherever they are equal, so a
+    100,000-item run read after the baseline costs about a third of it. Values are only ever
+    replaced by equal ones, so nothing a verdict reads changes.
+    """
 
-def _shared(value: Any) -> Any:
-    """One string object per distinct value, in every run read."""
-    return sys.intern(value) if isinstance(value, str) else value
+    def __init__(self) -> None:
+        self.first: dict[tuple[str, str], ItemRecord] = {}
+        self.strings: dict[str, str] = {}
 
+    def lean(self, record: ItemRecord) -> tuple[str, str]:
+        """Drop what judging never reads and share what is alike; the record's key."""
+        _set(record, "request", NOT_READ)
+        _set(record, "usage", None)
+        _set(record, "latency_s", None)
+        key = (record.task, record.item_id)
+        first = self.first.get(key)
+        if first is None:
+            self._intern(record)
+            self.first[key] = record
+            return key
+        key = first.key
+        _set(record, "task", key[0])
+        _set(record, "item_id", key[1])
+        for name in ALIKE:
+            mine, theirs = getattr(record, name), getattr(first, name)
+            if mine is not theirs and mine == theirs:
+                _set(record, name, theirs)
+        return key
 
-def _judged_record(item: Any) -> ItemRecord:
-    """The record judging reads, from a JudgedItem: repeated strings interned (also meta's
-    string values, e.g. an extracted answer) and the one empty request of NOT_READ."""
-    values = {name: getattr(item, name) for name in _JUDGED_FIELDS}
-    for name in SHARED:
-        values[name] = _shared(values[name])
-    values["meta"] = {key: _shared(value) for key, value in item.meta.items()}
-    return ItemRecord(request=NOT_READ, **values)
-
-
-def _decoder(judging: bool) -> Callable[[bytes], ItemRecord]:
-    if not judging:
-        return msgspec.json.Decoder(ItemRecord).decode
-    lean: Callable[[bytes], Any] = msgspec.json.Decoder(_judged_type()).decode
-    return lambda line: _judged_record(lean(line))
+    def _intern(self, record: ItemRecord) -> None:
+        for name in REPEATED:
+            value = getattr(record, name)
+            if value is not None:
+                _set(record, name, self.strings.setdefault(value, value))
+        _set(record, "task", self.strings.setdefault(record.task, record.task))
 
 
 @contextlib.contextmanager
@@ -147,10 +151,12 @@ def _duplicate(path: Path, number: int, record: ItemRecord) -> RunFileError:
                         "content; a run file holds one record per item")
 
 
-def parse_items(fh: IO[bytes], path: Path, judging: bool) -> tuple[list[ItemRecord], bool]:
+def parse_items(fh: IO[bytes], path: Path,
+                shared: Shared | None) -> tuple[list[ItemRecord], bool]:
     """The item lines after the header, and whether the last one was cut short (a crash
-    mid-write: no newline and no JSON). Identical repeats of a record are kept once."""
-    decode = _decoder(judging)
+    mid-write: no newline and no JSON). Identical repeats of a record are kept once. With
+    `shared` (judging), records are read lean and share what is alike with other runs."""
+    decode = msgspec.json.Decoder(_Judged if shared else ItemRecord).decode
     kept: dict[tuple[str, str], ItemRecord] = {}
     for number, line in enumerate(fh, start=2):
         if not line.strip():
@@ -161,13 +167,13 @@ def parse_items(fh: IO[bytes], path: Path, judging: bool) -> tuple[list[ItemReco
             if not line.endswith(b"\n") and not isinstance(exc, msgspec.ValidationError):
                 return list(kept.values()), True
             raise _bad_line(path, number, exc) from None
-        old = kept.setdefault(record.key, record)
+        old = kept.setdefault(shared.lean(record) if shared else record.key, record)
         if old is not record and old != record:
             raise _duplicate(path, number, record)
     return list(kept.values()), False
 
 
-def read_run_file(path: Path, judging: bool = False) -> Run:
+def read_run_file(path: Path, shared: Shared | None = None) -> Run:
     """Read and validate a run file (see records.read_run)."""
     try:
         with open(path, "rb") as fh, _gc_paused():
@@ -175,7 +181,7 @@ def read_run_file(path: Path, judging: bool = False) -> Run:
             if not first.strip():
                 raise RunFileError(f"{path}: empty file; not a kveval run file")
             header = parse_header(first, path)
-            items, truncated = parse_items(fh, path, judging)
+            items, truncated = parse_items(fh, path, shared)
     except FileNotFoundError:
         raise RunFileError(f"{path}: no such run file") from None
     except IsADirectoryError:

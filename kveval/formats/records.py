@@ -12,9 +12,14 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
 
 from kveval.errors import RunFileError
+
+if TYPE_CHECKING:
+    from kveval.formats.reader import Shared
 
 SCHEMA_VERSION = 1
 
@@ -60,12 +65,15 @@ class RunHeader:
         return next((t for t in self.tasks if t.get("name") == name), None)
 
 
-@dataclass(frozen=True, slots=True)
-class ItemRecord:
+class ItemRecord(msgspec.Struct, frozen=True, gc=False):
     """One item's request, answer and score.
 
     `output` is None for an error item, and for an answer whose content the server sent as
     null (a reasoning server whose budget ran out while thinking): never the same as "".
+
+    A msgspec Struct: the typed decoder builds it straight from a line, and without the
+    collector's bookkeeping (gc=False: a record refers to JSON values only, never back to
+    itself) it is the smallest object a judged run of 100,000 items can be made of.
     """
 
     task: str
@@ -82,7 +90,7 @@ class ItemRecord:
     correct: bool | None = None
     correct_strict: bool | None = None
     error: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
     reasoning: str | None = None  # a reasoning server's separate thinking text
     logprobs: dict[str, Any] | None = None  # --logprobs K: parallel arrays, see run/logprobs.py
     type: Literal["item"] = "item"
@@ -112,20 +120,25 @@ class Run:
 
 def to_json(record: RunHeader | ItemRecord) -> str:
     # Fields hold plain JSON values already: a shallow dict avoids asdict's deep copy.
-    data = {f.name: getattr(record, f.name) for f in fields(record)}
+    data = (msgspec.structs.asdict(record) if isinstance(record, ItemRecord)
+            else {f.name: getattr(record, f.name) for f in fields(record)})
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def read_run(path: str | Path, *, judging: bool = False) -> Run:
+def read_run(path: str | Path, *, judging: bool = False, shared: Shared | None = None) -> Run:
     """Read a run file, every field validated; raise RunFileError with one clear line
     (`fp8.jsonl:17: correct: expected bool, got str`) when it cannot be read.
 
     `judging=True` leaves out what judging never reads, the largest part of a record: each
     item's `request` ({}), `usage` and `latency_s` (None). A resumed run needs them all.
+    Runs judged together are best read with one `shared` (formats/reader.py: Shared): each
+    value the runs hold alike for an item is then kept once. It implies `judging`.
     """
-    from kveval.formats.reader import read_run_file
+    from kveval.formats.reader import Shared, read_run_file
 
-    return read_run_file(Path(path), judging=judging)
+    if judging and shared is None:
+        shared = Shared()
+    return read_run_file(Path(path), shared)
 
 
 def read_answer_array(path: str | Path) -> list[str]:

@@ -30,13 +30,9 @@ def truncated(item: ItemRecord) -> bool:
     return item.finish_reason == "length"
 
 
-def empty(item: ItemRecord) -> bool:
-    return not truncated(item) and not (item.output or "").strip()
-
-
 def collapsed(item: ItemRecord) -> bool:
     """Cut at max_tokens or empty: the answers the gate's collapse test counts."""
-    return truncated(item) or empty(item)
+    return truncated(item) or not (item.output or "").strip()
 
 
 def repetition(text: str, n: int = NGRAM) -> float:
@@ -63,11 +59,12 @@ class Collapse:
 
 def collapse_of(items: Sequence[ItemRecord]) -> Collapse:
     texts = [item.output or "" for item in items]
+    cut = list(map(truncated, items))
     return Collapse(
         answers=len(items),
-        truncated=sum(truncated(i) for i in items),
-        empty=sum(empty(i) for i in items),
-        mean_length=statistics.fmean(len(t) for t in texts) if texts else None,
+        truncated=sum(cut),
+        empty=sum(not c and not t.strip() for c, t in zip(cut, texts, strict=True)),
+        mean_length=sum(map(len, texts)) / len(texts) if texts else None,
         repetition=(statistics.fmean(repetition(t) for t in texts[:REPETITION_SAMPLE])
                     if texts else None),
     )
@@ -98,5 +95,8 @@ class TaskCollapse:
 
 def discordant(candidate: Sequence[ItemRecord], reference: Sequence[ItemRecord]) -> tuple[int, int]:
     """(collapsed only in the candidate, collapsed only in the reference), item by item."""
-    flags = [(collapsed(c), collapsed(r)) for c, r in zip(candidate, reference, strict=True)]
-    return sum(c and not r for c, r in flags), sum(r and not c for c, r in flags)
+    mine, theirs = list(map(collapsed, candidate)), list(map(collapsed, reference))
+    if len(mine) != len(theirs):
+        raise ValueError("discordant() needs the same items in both runs")
+    return (sum(m and not t for m, t in zip(mine, theirs, strict=True)),
+            sum(t and not m for m, t in zip(mine, theirs, strict=True)))

@@ -15,6 +15,7 @@ show its own instability. Every task also gets its collapse figures (judge/colla
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -64,11 +65,12 @@ class Drift:
 
 
 def drift(pairs: Sequence[Pair]) -> Drift:
-    firsts = [p.first_difference for p in pairs if p.first_difference is not None]
+    firsts = [p.shared for p in pairs if not p.identical]  # the first differences
+    ratios = [p.prefix_ratio for p in pairs]
     return Drift(
         pairs=len(pairs),
         identical=len(pairs) - len(firsts),
-        mean_prefix_ratio=statistics.fmean(p.prefix_ratio for p in pairs) if pairs else None,
+        mean_prefix_ratio=math.fsum(ratios) / len(ratios) if ratios else None,
         median_first_difference=float(statistics.median(firsts)) if firsts else None,
     )
 
@@ -91,8 +93,10 @@ class NoiseTest:
 
 
 def noise_test(candidate: Sequence[Pair], noise: Sequence[Pair]) -> NoiseTest:
-    noise_same = {p.key: p.identical for p in noise}
-    shared = [(not p.identical, not noise_same[p.key]) for p in candidate if p.key in noise_same]
+    """The candidate's and the noise run's pairs of one task, item by item."""
+    noise_same = {p.base.item_id: p.identical for p in noise}
+    shared = [(not p.identical, not noise_same[p.base.item_id]) for p in candidate
+              if p.base.item_id in noise_same]
     cand_only = sum(c and not n for c, n in shared)
     noise_only = sum(n and not c for c, n in shared)
     return NoiseTest(
@@ -204,9 +208,13 @@ def task_drift(task: str, runs: RunPairs, show: int = 0) -> TaskDrift:
 
 
 def _shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> list[list[Pair]]:
-    """The candidate's and each noise run's pairs on the items every run answered."""
-    keys = set.intersection({p.key for p in cand}, *({p.key for p in n} for n in noise))
-    return [[p for p in pairs if p.key in keys] for pairs in (cand, *noise)]
+    """The candidate's and each noise run's pairs of one task on the items every run
+    answered."""
+    ids = set.intersection({p.base.item_id for p in cand},
+                           *({p.base.item_id for p in n} for n in noise))
+    if all(len(pairs) == len(ids) for pairs in (cand, *noise)):
+        return [list(pairs) for pairs in (cand, *noise)]
+    return [[p for p in pairs if p.base.item_id in ids] for pairs in (cand, *noise)]
 
 
 def _changed(a: Sequence[ItemRecord], b: Sequence[ItemRecord]) -> int:

@@ -9,7 +9,7 @@ of the first file's answer and scores two empty answers 0."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kveval.errors import IncomparableError
 from kveval.formats.records import ItemRecord
@@ -40,10 +40,18 @@ def prefix_ratio(a: str, b: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Pair:
-    """The same item answered in the baseline and in another run."""
+    """The same item answered in the baseline and in another run; how far the answers
+    agree is worked out once, when the pair is made."""
 
     base: ItemRecord
     other: ItemRecord
+    identical: bool = field(init=False)
+    shared: int = field(init=False)  # characters the two answer texts share from the start
+
+    def __post_init__(self) -> None:
+        a, b = self.base.output, self.other.output
+        object.__setattr__(self, "identical", a is not None and b is not None and a == b)
+        object.__setattr__(self, "shared", shared_prefix_length(a or "", b or ""))
 
     @property
     def key(self) -> tuple[str, str]:
@@ -64,17 +72,18 @@ class Pair:
         return self.base.output is not None and self.other.output is not None
 
     @property
-    def identical(self) -> bool:
-        return self.answered and self.base_text == self.other_text
-
-    @property
     def prefix_ratio(self) -> float:
-        return prefix_ratio(self.base_text, self.other_text) if self.answered else 0.0
+        """Common prefix over the longer answer (prefix_ratio); 0 without both answers."""
+        a, b = self.base.output, self.other.output
+        if a is None or b is None:
+            return 0.0
+        longest = max(len(a), len(b))
+        return self.shared / longest if longest else 1.0
 
     @property
     def first_difference(self) -> int | None:
         """Character position of the first difference; None when the answers are identical."""
-        return None if self.identical else shared_prefix_length(self.base_text, self.other_text)
+        return None if self.identical else self.shared
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,8 @@ def pair_sides(base: Side, other: Side) -> Pairing:
 
 
 def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
+    if count == 0:
+        return ()
     changed = [p for p in pairs if not p.identical]
     return tuple(sorted(changed, key=lambda p: (p.prefix_ratio, p.key))[:count])
 
@@ -114,5 +125,5 @@ def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
 def by_task(pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
     grouped: dict[str, list[Pair]] = {}
     for pair in pairs:
-        grouped.setdefault(pair.key[0], []).append(pair)
+        grouped.setdefault(pair.base.task, []).append(pair)
     return grouped
