@@ -296,3 +296,15 @@ def test_the_page_shows_the_max_kl_verdict_and_the_divergence(
     code, _, _ = kveval(capsys, "report", "--baseline", str(p["base"]), "--candidate",
                         str(p["cand"]), "--noise", str(p["noise"]), "-o", str(report_page))
     assert code == 0 and "raised the mean per-token KL" in report_page.read_text(encoding="utf-8")
+
+
+def test_report_takes_max_kl_and_gives_the_gates_verdict(
+        capsys: Any, three_runs: dict[str, Path], tmp_path: Path) -> None:
+    p, page = three_runs, tmp_path / "report.html"
+    args = ["--baseline", str(p["base"]), "--candidate", str(p["cand"]), "--noise",
+            str(p["noise"]), "--max-kl", "0.01"]
+    gate_code, _, _ = kveval(capsys, "gate", *args)
+    code, out, _ = kveval(capsys, "report", *args, "-o", str(page))
+    header = page.read_text(encoding="utf-8").split("</header>")[0]
+    assert code == gate_code == 1 and out.strip() == str(page)
+    assert "REGRESSION" in header and "PASS" not in header

@@ -234,3 +234,19 @@ def test_gate_cannot_judge_recovery_from_a_baseline_at_zero_unless_skipped(
     assert code == 2 and "AUC recovery cannot be judged" in out
     code, out, _ = kveval(capsys, *args, "--skip", "mrcr")
     assert "AUC recovery cannot be judged" not in out
+
+
+def test_report_takes_min_recovery_and_gives_the_gates_verdict(
+        capsys: Any, runs: dict[str, Path], tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    args = ["--baseline", str(runs["base"]), "--candidate", str(runs["cand"])]
+    code, _, _ = kveval(capsys, "report", *args, "-o", str(page))
+    assert "upper end is below" not in page.read_text(encoding="utf-8")
+    for option in ([], ["--min-recovery", "0.99"], ["--effective-threshold", "0.5"]):
+        gate_code, _, _ = kveval(capsys, "gate", *args, *option)
+        code, _, _ = kveval(capsys, "report", *args, *option, "-o", str(page))
+        assert code == gate_code
+    kveval(capsys, "report", *args, "--min-recovery", "0.99", "-o", str(page))
+    html = page.read_text(encoding="utf-8")
+    assert "REGRESSION" in html.split("</header>")[0]
+    assert "upper end is below the minimum 99%" in html

@@ -137,14 +137,8 @@ GATE_WORDS = {
 }
 
 
-def explain(candidate: str, gate_code: int, out: Path, wall_s: float) -> str:
-    verdict = GATE_WORDS.get(gate_code, GATE_WORDS[2]).format(c=candidate)
-    rollout = Path("tasks/rollout.toml")
-    suite = rollout if rollout.is_file() else out / "suite.toml"
-    gate_line = textwrap.fill(f"- gate: one decision for CI. Here it {verdict}.", width=92,
-                              initial_indent="  ", subsequent_indent="    ")
-    return f"""
-What you just saw ({wall_s / 60:.1f} minutes)
+EXPLANATION = """
+What you just saw ({minutes:.1f} minutes)
   kveval started a llama.cpp server on a small bundled model (SmolLM2-135M, on the CPU) and
   ran one suite (GSM8K questions, regression prompts, a needle in a haystack) three times:
   with the default f16 KV cache, again with f16 after a restart in another order, then with
@@ -174,8 +168,18 @@ Do the same on your own server (vLLM, SGLang, llama.cpp, Ollama):
 
 The same verdict as one page, with charts and the changed answers side by side
 (kveval report, or gate --html FILE); open it in a browser:
-{out / PAGE}
+{page}
 """  # noqa: E501
+
+
+def explain(candidate: str, gate_code: int, out: Path, wall_s: float) -> str:
+    verdict = GATE_WORDS.get(gate_code, GATE_WORDS[2]).format(c=candidate)
+    rollout = Path("tasks/rollout.toml")
+    suite = rollout if rollout.is_file() else out / "suite.toml"
+    gate_line = textwrap.fill(f"- gate: one decision for CI. Here it {verdict}.", width=92,
+                              initial_indent="  ", subsequent_indent="    ")
+    return EXPLANATION.format(minutes=wall_s / 60, candidate=candidate, out=out, suite=suite,
+                              BASELINE=BASELINE, gate_line=gate_line, page=out / PAGE)
 
 
 @click.command()

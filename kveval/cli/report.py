@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-CURVE_THRESHOLD = 0.9  # effective length: the default of --effective-threshold
+from kveval.cli import curves
+from kveval.cli.verdicts import gate_margin, max_kl_option
 
 if TYPE_CHECKING:
     from kveval.formats.reader import Shared
@@ -41,6 +42,7 @@ class GateArgs:
     policy: str
     margin: float | None  # None: the policy has no margin
     metric: str
+    threshold: float  # effective length: --effective-threshold
 
 
 def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
@@ -61,7 +63,7 @@ def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
     noise, repeats = sides[2:2 + len(args.noise)], sides[2 + len(args.noise):]
     return Inputs(sides[0], sides[1], tuple(s for s in noise if s is not None),
                   tuple(s for s in repeats if s is not None), args.skip, args.policy,
-                  args.margin, args.metric), error
+                  args.margin, args.metric, args.threshold), error
 
 
 def page_html(inputs: Inputs, result: GateReport | None, error: Exception | None,
@@ -83,7 +85,7 @@ def with_curves(data: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
 
     if inputs.baseline is None or inputs.candidate is None:
         return data
-    found = curves.curves(inputs.candidate, inputs.baseline, CURVE_THRESHOLD)
+    found = curves.curves(inputs.candidate, inputs.baseline, inputs.threshold)
     for part in ("gate", "score", "compare"):
         if isinstance(data.get(part), dict):
             curves.attach(data[part], found)
@@ -147,26 +149,27 @@ def append_step_summary(markdown: str) -> None:
               metavar="FRACTION",
               help="Cannot judge a run with more error or missing items than this.")
 @click.option("--skip", multiple=True, metavar="TASK", help="Leave a task unjudged (repeatable).")
+@curves.min_recovery_option
+@curves.threshold_option
+@max_kl_option
 @click.option("-o", "--output", required=True, metavar="FILE", help="Where to write the page.")
 def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
            policy: str, margin: float | None, metric: str, max_error_rate: float,
-           skip: tuple[str, ...], output: str) -> int:
+           skip: tuple[str, ...], min_recovery: float | None, effective_threshold: float,
+           max_kl: float | None, output: str) -> int:
     """One self-contained HTML page: verdict, setup, accuracy, drift, long context and the
     changed answers side by side. Exit code as gate: 0 pass, 1 regression, 2 cannot judge.
 
     \b
+    The page's verdict is the gate's with the same options (--min-recovery, --max-kl too).
     Inline CSS and SVG, no script, nothing fetched: it opens from disk and works as a CI
     artifact. Charts need matplotlib (pip install 'kveval[plot]'); without it, tables.
     """
-    from kveval.errors import UsageError
-    from kveval.judge.verdict import DEFAULT_MARGIN
-
-    if margin is not None and policy != "paired":
-        raise UsageError("--margin applies only to --policy paired")
-    shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
-    args = GateArgs(baseline, candidate, noise, repeats, skip, policy, shown_margin, metric)
+    args = GateArgs(baseline, candidate, noise, repeats, skip, policy,
+                    gate_margin(policy, margin), metric, effective_threshold)
     inputs, error = load_inputs(args)
-    result, verdict, code = _decide(inputs, max_error_rate) if error is None else (None, None, 2)
+    result, verdict, code = (_decide(inputs, max_error_rate, min_recovery, max_kl)
+                             if error is None else (None, None, 2))
     if isinstance(verdict, Exception):
         error, verdict = verdict, None
     write_page(output, page_html(inputs, result, error, verdict))
@@ -176,15 +179,14 @@ def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple
     return code
 
 
-def _decide(inputs: Inputs, max_error_rate: float,
-            ) -> tuple[GateReport | None, dict[str, Any] | Exception, int]:
+def _decide(inputs: Inputs, max_error_rate: float, min_recovery: float | None,
+            max_kl: float | None) -> tuple[GateReport | None, dict[str, Any] | Exception, int]:
     """The gate's decision and final JSON, or why it cannot be taken (the page says so)."""
     from kveval.cli.verdicts import decide_gate
     from kveval.errors import KvevalError
 
     try:
-        result, _, data, code = decide_gate(inputs, max_error_rate, None, CURVE_THRESHOLD,
-                                            None)
+        result, _, data, code = decide_gate(inputs, max_error_rate, min_recovery, max_kl)
     except KvevalError as exc:
         return None, exc, 2
     return result, data, code

@@ -104,6 +104,13 @@ def _repeat_option(func: F) -> F:
              "disagrees with itself, reported beside the noise floor.")(func)
 
 
+def max_kl_option(func: F) -> F:
+    return click.option(
+        "--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
+        help="Fail a task whose mean per-token KL exceeds the (first) noise run's by more than "
+             "NATS (one-sided Wilcoxon, p < 0.05). Needs --noise and --logprobs runs.")(func)
+
+
 @click.command()
 @click.argument("baseline", metavar="A")
 @click.argument("candidate", metavar="B")
@@ -251,9 +258,7 @@ def score(run_path: str, baseline: str | None, effective_threshold: float, as_js
                    "cannot judge).")
 @curves.min_recovery_option
 @curves.threshold_option
-@click.option("--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
-              help="Fail a task whose mean per-token KL exceeds the (first) noise run's by more "
-                   "than NATS (one-sided Wilcoxon, p < 0.05). Needs --noise and --logprobs runs.")
+@max_kl_option
 @_output_options
 def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
          policy: str, margin: float | None, metric: str, max_error_rate: float,
@@ -270,21 +275,17 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     With --markdown on GitHub Actions, the block is also appended to $GITHUB_STEP_SUMMARY.
     """
     from kveval.cli.report import GateArgs, cannot_judge_markdown, load_inputs, publish
-    from kveval.errors import KvevalError, UsageError
-    from kveval.judge.verdict import DEFAULT_MARGIN
+    from kveval.errors import KvevalError
     from kveval.show import report
 
     _check_output(as_json, markdown)
-    if margin is not None and policy != "paired":
-        raise UsageError("--margin applies only to --policy paired")
-    shown_margin = (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
-    args = GateArgs(baseline, candidate, noise, repeats, skip, policy, shown_margin, metric)
+    args = GateArgs(baseline, candidate, noise, repeats, skip, policy,
+                    gate_margin(policy, margin), metric, effective_threshold)
     inputs, error = load_inputs(args)
     try:
         if error is not None:
             raise error
-        result, blocks, data, code = decide_gate(inputs, max_error_rate, min_recovery,
-                                                 effective_threshold, max_kl)
+        result, blocks, data, code = decide_gate(inputs, max_error_rate, min_recovery, max_kl)
     except KvevalError as exc:
         if as_json:
             click.echo(report.dumps(report.cannot_judge_json(str(exc))))
@@ -295,9 +296,18 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     return code
 
 
+def gate_margin(policy: str, margin: float | None) -> float | None:
+    """The paired policy's margin (3 points unless given); None for the overlap policy."""
+    from kveval.errors import UsageError
+    from kveval.judge.verdict import DEFAULT_MARGIN
+
+    if margin is not None and policy != "paired":
+        raise UsageError("--margin applies only to --policy paired")
+    return (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
+
+
 def decide_gate(inputs: Inputs, max_error_rate: float, min_recovery: float | None,
-                effective_threshold: float, max_kl: float | None,
-                ) -> tuple[GateReport, list[Block], dict[str, Any], int]:
+                max_kl: float | None) -> tuple[GateReport, list[Block], dict[str, Any], int]:
     """The gate's whole decision on runs already read: accuracy, drift and collapse, then
     length-curve recovery and token divergence; its text blocks, its JSON and the exit code.
     `gate` prints it and `report` draws it."""
@@ -311,7 +321,7 @@ def decide_gate(inputs: Inputs, max_error_rate: float, min_recovery: float | Non
                    margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
                    metric=inputs.metric, max_error_rate=max_error_rate,
                    noises=list(inputs.noise), repeats=list(inputs.repeats), skip=inputs.skip)
-    found = curves.curves(cand, base, effective_threshold)
+    found = curves.curves(cand, base, inputs.threshold)
     result = curves.with_recovery(result, found, min_recovery, inputs.skip)
     blocks, data = curves.gate_output(result, found, min_recovery)
     added = _with_divergence(result.comparison, blocks, data, max_kl, inputs.skip)

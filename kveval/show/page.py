@@ -16,6 +16,7 @@ from typing import Any
 from kveval.errors import KvevalError
 from kveval.formats.records import ItemRecord
 from kveval.judge.compare import Pair, Side, by_task, compare_sides
+from kveval.judge.curves import DEFAULT_THRESHOLD
 from kveval.judge.verdict import GateReport, flatten, inspect_setup, score_report
 from kveval.show import report
 
@@ -39,6 +40,7 @@ class Inputs:
     policy: str
     margin: float | None
     metric: str
+    threshold: float = DEFAULT_THRESHOLD  # effective length: --effective-threshold
 
 
 def page_data(inputs: Inputs, result: GateReport | None, error: str | None,
