@@ -14,8 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from kveval.adapters import evidence, haystack, needle
+from kveval.adapters import evidence, needle
 from kveval.adapters.base import Adapter, BuildContext, Message, TaskSpec
+from kveval.adapters.prose import prose
 from kveval.run.calibration import LinearModel, linear_counter
 
 LENGTHS = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
@@ -33,7 +34,7 @@ def bench(adapter: Adapter) -> tuple[float, int, int, int]:
 
     spec = TaskSpec(name=adapter.name, adapter=adapter.name, api="chat", max_tokens=32,
                     params={"lengths": LENGTHS})
-    haystack.prose.cache_clear()
+    prose.cache_clear()
     started = time.perf_counter()
     items = adapter.build(spec, BuildContext(count_tokens=count))
     elapsed = time.perf_counter() - started

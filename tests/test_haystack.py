@@ -11,16 +11,28 @@ from pathlib import Path
 
 import pytest
 
-from kveval.adapters import haystack
 from kveval.adapters.base import BuildContext, TaskSpec
 from kveval.adapters.haystack import (
     Grid,
-    Prose,
     fit_filler,
     parse_depths,
     parse_lengths,
-    prose,
     skipped_lengths,
+)
+from kveval.adapters.prose import (
+    ADJECTIVES,
+    ADVERBS,
+    CONNECTIVES,
+    INTRANSITIVE,
+    NOUNS,
+    PEOPLE,
+    PREPOSITIONS,
+    TEMPLATES,
+    THINGS_SAID,
+    TIMES,
+    TRANSITIVE,
+    Prose,
+    prose,
     weave,
 )
 from kveval.errors import UsageError
@@ -46,7 +58,7 @@ def test_same_seed_same_text_different_seed_different_text() -> None:
 
 
 def test_text_is_identical_in_a_fresh_interpreter_with_another_hash_seed() -> None:
-    code = ("import hashlib; from kveval.adapters.haystack import Prose; "
+    code = ("import hashlib; from kveval.adapters.prose import Prose; "
             f"print(hashlib.sha256(' '.join(Prose({GOLDEN_SEED!r}).sentences(0, 200))"
             ".encode()).hexdigest())")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -66,10 +78,9 @@ def test_growing_never_changes_earlier_sentences() -> None:
 def test_no_digit_anywhere_in_the_filler() -> None:
     text = _text("digits", 20_000)
     assert not re.search(r"\d", text)
-    words = [*haystack.ADJECTIVES, *haystack.NOUNS, *haystack.PEOPLE, *haystack.INTRANSITIVE,
-             *haystack.ADVERBS, *haystack.PREPOSITIONS, *haystack.TIMES, *haystack.CONNECTIVES,
-             *haystack.THINGS_SAID, *(v for pair in haystack.TRANSITIVE for v in pair),
-             *(re.sub(r"\{\w+\}", "", t) for t in haystack.TEMPLATES)]
+    words = [*ADJECTIVES, *NOUNS, *PEOPLE, *INTRANSITIVE, *ADVERBS, *PREPOSITIONS, *TIMES,
+             *CONNECTIVES, *THINGS_SAID, *(v for pair in TRANSITIVE for v in pair),
+             *(re.sub(r"\{\w+\}", "", t) for t in TEMPLATES)]
     assert not any(re.search(r"\d", w) for w in words)
 
 

@@ -27,14 +27,13 @@ from kveval.adapters.haystack import (
     Cell,
     Grid,
     Layout,
-    Prose,
     Sized,
     estimate_tokens,
     fit_filler,
     parse_lengths,
-    prose,
     size_grid,
 )
+from kveval.adapters.prose import Prose, prose
 from kveval.adapters.text import strip_thinking
 from kveval.errors import UsageError
 

@@ -20,9 +20,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from kveval.adapters.base import BuildContext, Item, Message, Score, TaskSpec
-from kveval.adapters.haystack import Cell, Grid, Layout, Prose, Sized, size_grid, weave
+from kveval.adapters.haystack import Cell, Grid, Layout, Sized, size_grid
 from kveval.adapters.haystack import skipped_lengths as skipped_lengths
 from kveval.adapters.needle import edit_distance, position
+from kveval.adapters.prose import Prose, weave
 from kveval.adapters.text import strip_thinking
 from kveval.errors import UsageError
 

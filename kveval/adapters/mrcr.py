@@ -32,13 +32,12 @@ from kveval.adapters.haystack import (
     Cell,
     Grid,
     Layout,
-    Prose,
     Sized,
     estimate_tokens,
-    prose,
     size_grid,
 )
 from kveval.adapters.haystack import skipped_lengths as skipped_lengths
+from kveval.adapters.prose import Prose, prose
 from kveval.adapters.text import strip_thinking
 from kveval.errors import UsageError
 

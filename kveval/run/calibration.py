@@ -46,7 +46,7 @@ def linear_counter(model: LinearModel) -> TokenCounter:
 
 def calibration_texts() -> list[str]:
     """Probe texts like the ones kveval sends: its own prose, with and without numbers."""
-    from kveval.adapters.haystack import prose
+    from kveval.adapters.prose import prose
 
     stream = prose("kveval/calibration")
     rng = random.Random("kveval/calibration/numbers")
