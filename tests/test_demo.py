@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from kveval.cli.demo import Sizes, suite_toml
-from kveval.run import local
+from kveval.run import engine_setup
 from kveval.run.tasks import load_suite
 
-HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in local.SERVER_MODULES)
-HAVE_MODEL = importlib.util.find_spec(local.BUNDLED_PACKAGE) is not None
+HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in engine_setup.SERVER_MODULES)
+HAVE_MODEL = importlib.util.find_spec(engine_setup.BUNDLED_PACKAGE) is not None
 
 
 def test_suite_file_loads_and_fits_the_context(tmp_path: Path) -> None:

@@ -13,11 +13,11 @@ import pytest
 
 from kveval.cli.cli import main
 from kveval.formats.records import read_run
-from kveval.run import local
+from kveval.run import engine_setup
 from tests.clirun import kveval
 
-HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in local.SERVER_MODULES)
-HAVE_MODEL = importlib.util.find_spec(local.BUNDLED_PACKAGE) is not None
+HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in engine_setup.SERVER_MODULES)
+HAVE_MODEL = importlib.util.find_spec(engine_setup.BUNDLED_PACKAGE) is not None
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not (HAVE_ENGINE and HAVE_MODEL),

