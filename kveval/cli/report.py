@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 
 
 def _read(path: str | None, shared: Shared) -> Side | None:
-    from kveval.cli.verdicts import _load_run
+    from kveval.cli.reading import load_run
 
-    return _load_run(path, shared) if path else None
+    return load_run(path, shared) if path else None
 
 
 @dataclass(frozen=True)

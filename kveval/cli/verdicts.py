@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from kveval.cli import curves
+from kveval.cli import curves, reading
 
 if TYPE_CHECKING:
-    from kveval.formats.reader import Shared
     from kveval.judge.compare import Side
     from kveval.judge.verdict import GateReport
     from kveval.show.page import Inputs
@@ -36,50 +35,6 @@ def _check_output(as_json: bool, markdown: bool) -> None:
 
     if as_json and markdown:
         raise UsageError("choose one of --json and --markdown")
-
-
-def _load(path: str, shared: Shared | None = None) -> Side:
-    """A kveval run file, an lm-eval samples log, or the tutorial's JSON array of answers;
-    runs judged together share one `shared` (what they hold alike is kept once)."""
-    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
-    from kveval.formats.records import is_answer_array, read_answer_array, read_run
-    from kveval.judge.compare import side_from_answers, side_from_run
-
-    if looks_like_lmeval(path):
-        return side_from_run(read_lmeval(path))
-    if is_answer_array(path):
-        return side_from_answers(path, read_answer_array(path))
-    return side_from_run(read_run(path, judging=True, shared=shared))
-
-
-def _load_all(paths: Sequence[str]) -> list[Side]:
-    """The runs judged together: what they hold alike is read once (formats/reader.py)."""
-    from kveval.formats.reader import Shared
-
-    shared = Shared()  # dropped once read: judging needs only the runs
-    return [_load(path, shared) for path in paths]
-
-
-def _load_run(path: str, shared: Shared | None = None) -> Side:
-    """A kveval run file or an lm-eval samples log; arrays of answers carry no scores."""
-    from kveval.errors import UsageError
-    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
-    from kveval.formats.records import is_answer_array, read_run
-    from kveval.judge.compare import side_from_run
-
-    if looks_like_lmeval(path):
-        return side_from_run(read_lmeval(path))
-    if is_answer_array(path):
-        raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
-                         "kveval run files (compare reads both)")
-    return side_from_run(read_run(path, judging=True, shared=shared))
-
-
-def _check_fewshot(*sides: Side | None) -> None:
-    """An lm-eval log paired with a kveval run: refuse when their few-shot prompts differ."""
-    from kveval.judge.fewshot import check_fewshot
-
-    check_fewshot(sides)
 
 
 def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
@@ -137,9 +92,9 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     from kveval.show import report
 
     _check_output(as_json, markdown)
-    base, cand, *rest = _load_all((baseline, candidate, *noise, *repeats))
+    base, cand, *rest = reading.load_all((baseline, candidate, *noise, *repeats))
     noises, again = rest[:len(noise)], rest[len(noise):]
-    _check_fewshot(base, cand, *noises, *again)
+    reading.check_fewshot(base, cand, *noises, *again)
     result = compare_sides(base, cand, show=show, noises=noises, repeats=again)
     setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
     found = curves.curves(cand, base, effective_threshold)
@@ -219,9 +174,9 @@ def score(run_path: str, baseline: str | None, effective_threshold: float, as_js
 
     _check_output(as_json, markdown)
     shared = Shared()
-    run = _load_run(run_path, shared)
-    base = _load_run(baseline, shared) if baseline else None
-    _check_fewshot(run, base)
+    run = reading.load_run(run_path, shared)
+    base = reading.load_run(baseline, shared) if baseline else None
+    reading.check_fewshot(run, base)
     result = score_report(run, base)
     extras = task_extras(run, base)
     found = curves.curves(run, base, effective_threshold)
@@ -316,7 +271,7 @@ def decide_gate(inputs: Inputs, max_error_rate: float, min_recovery: float | Non
 
     base, cand = inputs.baseline, inputs.candidate
     assert base is not None and cand is not None  # load_inputs read every file
-    _check_fewshot(base, cand, *inputs.noise, *inputs.repeats)
+    reading.check_fewshot(base, cand, *inputs.noise, *inputs.repeats)
     result = judge(base, cand, policy=inputs.policy,
                    margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
                    metric=inputs.metric, max_error_rate=max_error_rate,

@@ -1,0 +1,56 @@
+"""The runs a verdict command reads: kveval run files, lm-eval sample logs and the tutorial's
+JSON arrays of answers, as judging reads them. Heavy modules are imported inside the
+functions, so `kveval --help` stays fast."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kveval.formats.reader import Shared
+    from kveval.judge.compare import Side
+
+
+def load(path: str, shared: Shared | None = None) -> Side:
+    """A kveval run file, an lm-eval samples log, or the tutorial's JSON array of answers;
+    runs judged together share one `shared` (what they hold alike is kept once)."""
+    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
+    from kveval.formats.records import is_answer_array, read_answer_array, read_run
+    from kveval.judge.compare import side_from_answers, side_from_run
+
+    if looks_like_lmeval(path):
+        return side_from_run(read_lmeval(path))
+    if is_answer_array(path):
+        return side_from_answers(path, read_answer_array(path))
+    return side_from_run(read_run(path, judging=True, shared=shared))
+
+
+def load_all(paths: Sequence[str]) -> list[Side]:
+    """The runs judged together: what they hold alike is read once (formats/reader.py)."""
+    from kveval.formats.reader import Shared
+
+    shared = Shared()  # dropped once read: judging needs only the runs
+    return [load(path, shared) for path in paths]
+
+
+def load_run(path: str, shared: Shared | None = None) -> Side:
+    """A kveval run file or an lm-eval samples log; arrays of answers carry no scores."""
+    from kveval.errors import UsageError
+    from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
+    from kveval.formats.records import is_answer_array, read_run
+    from kveval.judge.compare import side_from_run
+
+    if looks_like_lmeval(path):
+        return side_from_run(read_lmeval(path))
+    if is_answer_array(path):
+        raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
+                         "kveval run files (compare reads both)")
+    return side_from_run(read_run(path, judging=True, shared=shared))
+
+
+def check_fewshot(*sides: Side | None) -> None:
+    """An lm-eval log paired with a kveval run: refuse when their few-shot prompts differ."""
+    from kveval.judge import fewshot
+
+    fewshot.check_fewshot(sides)
