@@ -116,12 +116,23 @@ def test_wilcoxon_flags_a_candidate_that_moves_every_item() -> None:
     assert kl_test(noise, noise).p_value == 1.0
 
 
+def test_several_noise_runs_give_each_item_their_mean_as_its_floor() -> None:
+    base = [record(str(i), lp(["x"] * 4, [SURE] * 4)) for i in range(12)]
+    moved = lp(["x"] * 4, [[("x", math.log(0.8)), ("y", math.log(0.1))]] * 4)
+    cand = per_item([(b, record(b.item_id, moved)) for b in base])
+    still = per_item([(b, b) for b in base])
+    test = kl_test(cand, still, cand)  # one noise run as calm as the baseline, one as moved
+    assert test.items == 12 and test.noise_kl == pytest.approx(test.candidate_kl / 2)
+    assert test.higher and not kl_test(cand, still, cand, shift=test.candidate_kl / 2).higher
+    assert kl_test(cand, still, cand[:5]).items == 5  # the items every noise run compared
+
+
 def test_items_without_log_probabilities_are_left_out() -> None:
     class Pair:
         def __init__(self, a: ItemRecord, b: ItemRecord) -> None:
             self.base, self.other, self.key = a, b, a.key
 
     with_lp = record("1", lp(["x"], [SURE]))
-    tasks = task_divergences([Pair(with_lp, with_lp), Pair(record("2", None), with_lp)], None)
+    tasks = task_divergences([Pair(with_lp, with_lp), Pair(record("2", None), with_lp)])
     assert len(tasks) == 1 and tasks[0].candidate.items == 1 and tasks[0].test is None
-    assert task_divergences([Pair(record("2", None), record("2", None))], None) == []
+    assert task_divergences([Pair(record("2", None), record("2", None))]) == []

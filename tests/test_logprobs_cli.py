@@ -170,6 +170,25 @@ def test_gate_max_kl(capsys: Any, three_runs: dict[str, Path]) -> None:
     assert code == 2 and "--noise" in err
 
 
+def test_max_kl_with_two_noise_runs_judges_against_their_mean(
+        capsys: Any, three_runs: dict[str, Path], prompts: Path, tmp_path: Path) -> None:
+    p, moved = three_runs, tmp_path / "moved.jsonl"
+    with serve(MOVED_TOP) as server:  # a noise run that moves as far as the candidate
+        run(capsys, server, prompts, moved, "--logprobs", "2", "--label", "moved")
+    common = ["gate", "--baseline", str(p["base"]), "--candidate", str(p["cand"]),
+              "--noise", str(p["noise"])]
+    code, _, _ = kveval(capsys, *common, "--max-kl", "0.015")
+    assert code == 1  # 0.023 nats above a floor of 0
+    code, out, _ = kveval(capsys, *common, "--noise", str(moved), "--max-kl", "0.015", "--json")
+    div = json.loads(out)["tasks"][0]["divergence"]
+    assert div["test"]["noise_kl"] == pytest.approx(KL_MOVED / 2, rel=1e-3)
+    assert div["test"]["noise_runs"] == 2 and [n["label"] for n in div["noise_runs"]] == \
+        ["noise", "moved"]
+    assert div["passed"] is True and code == 0
+    code, text, _ = kveval(capsys, *common, "--noise", str(moved))
+    assert "from 0.012 (mean of noise, moved) to 0.023 nats" in text
+
+
 def test_gate_max_kl_needs_log_probabilities(capsys: Any, prompts: Path,
                                             tmp_path: Path) -> None:
     with serve(None) as server:

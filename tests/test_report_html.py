@@ -155,16 +155,31 @@ def test_collapse_divergence_and_length_curves_render_from_their_json_keys(runs)
     page = render(data)
     shown = text_of(page)
     assert "Collapse and divergence" in shown and "needle: length curve" in shown
-    for figure in ("kl_p99 0.41", "top1_agreement 0.962",
+    for figure in ("run items positions KL mean KL p99 top-1 same mean |dlogp| flip margin",
+                   "fp8 - 64 values 0.0123 0.41 96.2% 0.031 0.22 -",
                    "run answers truncated empty length_ratio repetition mean_length ngram",
                    "bf16a 100 1 0 1 0.01 315 -", "fp8 100 8 2 1.31 0.05 412 4",
                    "bf16b 100 1 0 1.02 0.01 321 -",
-                   "auc_recovery value 0.9, low 0.84, high 0.95", "effective_length 4096",
-                   "positions 64 values"):
+                   "auc_recovery value 0.9, low 0.84, high 0.95", "effective_length 4096"):
         assert figure in shown
     if HAVE_MPL:
         # truncated/empty shares, KL per position, the length curve
         assert page.count("<svg") == render(_data(runs)).count("<svg") + 3
+
+
+def test_divergence_has_a_row_for_every_noise_run_and_its_sentence(runs):
+    data = _data(runs)
+    floor = {"kl_mean": 0.001, "items": 50}
+    data["gate"]["tasks"][0]["divergence"] = {
+        "kl_mean": 0.02, "items": 50, "noise": floor, "summary": "fp8 raised <the> KL",
+        "noise_runs": [{"label": "bf16b", **floor}, {"label": "bf16c", "kl_mean": 0.003}],
+        "test": {"noise_kl": 0.002, "noise_runs": 2}, "max_kl": 0.01, "passed": False}
+    page = render(data)
+    shown = text_of(page)
+    assert "fp8 50 - 0.02" in shown and "bf16b 50 - 0.001" in shown
+    assert "bf16c - - 0.003" in shown and "fp8 raised <the> KL" in shown
+    assert "&lt;the&gt;" in page and "test.noise_runs 2" in shown and "passed false" in shown
+    assert "noise.kl_mean" not in shown  # the first noise run is its row, not repeated
 
 
 def test_without_matplotlib_the_page_shows_tables_and_says_how_to_get_charts(runs, monkeypatch):

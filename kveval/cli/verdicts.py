@@ -14,7 +14,7 @@ import click
 from kveval.cli import curves, reading
 
 if TYPE_CHECKING:
-    from kveval.judge.compare import Side
+    from kveval.judge.compare import Comparison, Side
     from kveval.judge.verdict import GateReport
     from kveval.show.page import Inputs
     from kveval.show.report import Block
@@ -62,8 +62,9 @@ def _repeat_option(func: F) -> F:
 def max_kl_option(func: F) -> F:
     return click.option(
         "--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
-        help="Fail a task whose mean per-token KL exceeds the (first) noise run's by more than "
-             "NATS (one-sided Wilcoxon, p < 0.05). Needs --noise and --logprobs runs.")(func)
+        help="Fail a task whose mean per-token KL exceeds the noise floor's (with several "
+             "noise runs, each item's mean over them) by more than NATS (one-sided Wilcoxon, "
+             "p < 0.05). Needs --noise and --logprobs runs.")(func)
 
 
 @click.command()
@@ -107,28 +108,28 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     return 0
 
 
-def _with_divergence(result: Any, blocks: list[Block], data: dict[str, Any],
+def _with_divergence(result: Comparison, blocks: list[Block], data: dict[str, Any],
                      max_kl: float | None = None, skip: Sequence[str] = ()) -> int:
     """Token divergence (runs with log-probabilities) added to a compare or gate report;
     returns the exit code --max-kl adds."""
     from kveval.judge.divergence import task_divergences
     from kveval.show import divergence as shown
 
-    noise_pairs = result.noise_pairing.pairs if result.noise_pairing else None
-    tasks = [t for t in task_divergences(result.pairing.pairs, noise_pairs, max_kl)
+    noise_runs = [p.pairs for p in result.noise_pairings]
+    tasks = [t for t in task_divergences(result.pairing.pairs, noise_runs, max_kl)
              if t.task not in skip]
-    cand, noise = result.candidate.label, result.noise.label if result.noise else None
+    cand, noises = result.candidate.label, [n.label for n in result.noises]
     if max_kl is not None:
-        _check_max_kl(tasks, noise)
-    blocks += shown.divergence_blocks(tasks, cand, noise)
-    shown.add_json(data, tasks, cand, noise)
+        _check_max_kl(tasks, noises)
+    blocks += shown.divergence_blocks(tasks, cand, noises)
+    shown.add_json(data, tasks, cand, noises)
     return shown.amend_gate(blocks, data, tasks) if max_kl is not None else 0
 
 
-def _check_max_kl(tasks: Sequence[Any], noise: str | None) -> None:
+def _check_max_kl(tasks: Sequence[Any], noises: Sequence[str]) -> None:
     from kveval.errors import UsageError
 
-    if noise is None:
+    if not noises:
         raise UsageError("--max-kl judges the KL against the noise floor: give --noise N")
     if not any(t.test for t in tasks):
         raise UsageError("--max-kl: no task has log-probabilities in the baseline, candidate "

@@ -130,10 +130,11 @@ class Comparison:
     candidate: Side
     noise: Side | None  # the first noise run
     pairing: Pairing
-    noise_pairing: Pairing | None
+    noise_pairing: Pairing | None  # the first noise run's
     tasks: tuple[TaskDrift, ...]
     noises: tuple[Side, ...] = ()  # every noise run
     repeats: tuple[Side, ...] = ()  # more runs of the candidate's setup
+    noise_pairings: tuple[Pairing, ...] = ()  # every noise run's, in the order of `noises`
 
 
 def _pair_or_fail(base: Side, other: Side) -> Pairing:
@@ -164,7 +165,7 @@ def compare_sides(base: Side, candidate: Side, noise: Side | None = None, show: 
     tasks = holm_spreads([task_drift(task, runs, show) for task in runs.candidate])
     return Comparison(base, candidate, all_noise[0] if all_noise else None, pairing,
                       noise_pairings[0] if noise_pairings else None, tasks, tuple(all_noise),
-                      tuple(repeats))
+                      tuple(repeats), tuple(noise_pairings))
 
 
 def holm_spreads(tasks: Sequence[TaskDrift]) -> tuple[TaskDrift, ...]:

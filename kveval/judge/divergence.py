@@ -17,6 +17,8 @@ a reported KL is never larger than the true one. It is 0 for identical distribut
 
 Against the noise floor: the per-item mean KL of candidate vs baseline is tested against
 noise vs baseline on the same items with a one-sided Wilcoxon signed-rank test (scipy).
+With several noise runs, an item's floor is the mean of their KLs for it (on the items every
+one of them compared): the floor then varies less from item to item than one run's does.
 """
 
 from __future__ import annotations
@@ -70,11 +72,11 @@ class Divergence:
 
 @dataclass(frozen=True)
 class KlTest:
-    """Candidate vs noise run: per-item mean KL on the items both could compare."""
+    """Candidate vs noise floor: per-item mean KL on the items all runs could compare."""
 
     items: int
     candidate_kl: float  # mean of the per-item means
-    noise_kl: float
+    noise_kl: float  # with several noise runs: of each item's mean over them
     p_value: float  # one-sided Wilcoxon signed-rank: candidate > noise + shift
     shift: float = 0.0  # nats: the tolerated excess (gate --max-kl)
 
@@ -198,12 +200,14 @@ def _compared(a: Any, b: Any) -> ItemDivergence | None:
         raise RunFileError(f"{a.task} {a.item_id}: malformed logprobs ({exc})") from None
 
 
-def kl_test(candidate: Sequence[ItemDivergence], noise: Sequence[ItemDivergence],
+def kl_test(candidate: Sequence[ItemDivergence], *noise_runs: Sequence[ItemDivergence],
             shift: float = 0.0) -> KlTest:
-    """One-sided Wilcoxon signed-rank on per-item mean KL, candidate vs noise, same items:
-    is the candidate's KL higher than the noise run's by more than `shift` nats?"""
-    noise_by_key = {item.key: item.kl_mean for item in noise}
-    shared = [(c.kl_mean, noise_by_key[c.key]) for c in candidate if c.key in noise_by_key]
+    """One-sided Wilcoxon signed-rank on per-item mean KL, candidate vs the noise floor, same
+    items: is the candidate's KL higher than the floor's by more than `shift` nats? The floor
+    of an item is its KL in the noise run, or its mean KL over several."""
+    floors = [{item.key: item.kl_mean for item in run} for run in noise_runs]
+    shared = [(c.kl_mean, math.fsum(f[c.key] for f in floors) / len(floors)) for c in candidate
+              if floors and all(c.key in f for f in floors)]
     cand = np.array([c for c, _ in shared], dtype=float)
     base = np.array([n for _, n in shared], dtype=float)
     means = (float(cand.mean()), float(base.mean())) if shared else (0.0, 0.0)
@@ -223,9 +227,10 @@ def wilcoxon_greater(x: np.ndarray, y: np.ndarray) -> float:
 class TaskDivergence:
     task: str
     candidate: Divergence
-    noise: Divergence | None
+    noise: Divergence | None  # the first noise run with log-probabilities for this task
     test: KlTest | None  # None without a noise run or without shared items
     max_kl: float | None = None  # the gate's tolerated excess over the noise floor, when set
+    noise_runs: tuple[Divergence | None, ...] = ()  # every noise run's (None: no log-probs)
 
     @property
     def failed(self) -> bool:
@@ -240,19 +245,21 @@ def _by_task(pairs: Sequence[Any]) -> dict[str, list[tuple[Any, Any]]]:
     return grouped
 
 
-def task_divergences(pairs: Sequence[Any], noise_pairs: Sequence[Any] | None,
+def task_divergences(pairs: Sequence[Any], noise_runs: Sequence[Sequence[Any]] = (),
                      max_kl: float | None = None) -> list[TaskDivergence]:
     """Per task with log-probabilities in both runs: the candidate's divergence from the
-    baseline, the noise run's, and the test of one against the other. `pairs` hold
-    `.key`, `.base` and `.other` records (judge.compare.Pair)."""
-    noise_tasks = _by_task(noise_pairs) if noise_pairs is not None else {}
+    baseline, each noise run's, and the test of the candidate against their floor. `pairs`
+    (and each noise run's) hold `.key`, `.base` and `.other` records (judge.compare.Pair)."""
+    noise_tasks = [_by_task(run) for run in noise_runs]
     found = []
     for task, task_pairs in _by_task(pairs).items():
         cand = per_item(task_pairs)
         if not cand:
             continue
-        noise = per_item(noise_tasks[task]) if task in noise_tasks else None
-        test = kl_test(cand, noise, max_kl or 0.0) if noise else None
-        found.append(TaskDivergence(task, summarize(cand), summarize(noise) if noise else None,
-                                    test if test and test.items else None, max_kl))
+        noises = [per_item(n.get(task, [])) for n in noise_tasks]
+        floors = [n for n in noises if n]
+        test = kl_test(cand, *floors, shift=max_kl or 0.0) if floors else None
+        runs = tuple(summarize(n) if n else None for n in noises)
+        found.append(TaskDivergence(task, summarize(cand), summarize(floors[0]) if floors else None,
+                                    test if test and test.items else None, max_kl, runs))
     return found

@@ -30,13 +30,22 @@ def _row(task: str, label: str, d: Divergence) -> tuple[str, ...]:
             "-" if d.flip_margin_median is None else f"{d.flip_margin_median:.2f} ({d.flips})")
 
 
+def _noise_rows(t: TaskDivergence, noises: Sequence[str]) -> list[tuple[Divergence, str]]:
+    """Each noise run with log-probabilities for the task, with its label."""
+    return [(d, label) for d, label in zip(t.noise_runs, noises, strict=False) if d is not None]
+
+
+def _floor_name(t: TaskDivergence, noises: Sequence[str]) -> str:
+    labels = [label for _, label in _noise_rows(t, noises)]
+    return labels[0] if len(labels) == 1 else f"mean of {', '.join(labels)}"
+
+
 def divergence_table(tasks: Sequence[TaskDivergence], candidate: str,
-                     noise: str | None) -> Table:
+                     noises: Sequence[str]) -> Table:
     rows = []
     for t in tasks:
         rows.append(_row(t.task, candidate, t.candidate))
-        if t.noise is not None and noise is not None:
-            rows.append(_row(t.task, noise, t.noise))
+        rows += [_row(t.task, label, d) for d, label in _noise_rows(t, noises)]
     return Table(("task", "run", "items", "positions", "KL mean", "KL p99", "top-1 same",
                   "mean |dlogp|", "flip margin (n)"), tuple(rows))
 
@@ -49,13 +58,13 @@ def kl_verdict(t: KlTest) -> str:
     return "within the noise floor"
 
 
-def kl_sentence(t: TaskDivergence, candidate: str, noise: str | None) -> str:
+def kl_sentence(t: TaskDivergence, candidate: str, noises: Sequence[str]) -> str:
     c = t.candidate
-    if t.test is None or noise is None:
+    if t.test is None or not _noise_rows(t, noises):
         return (f"{candidate} moved the next-token distributions by a mean KL of "
                 f"{nats(c.kl_mean)} nats per token over {c.positions} positions of {c.items} "
                 f"items; no noise run with log-probabilities to compare with")
-    k = t.test
+    k, noise = t.test, _floor_name(t, noises)
     if k.candidate_kl > k.noise_kl:
         what = (f"{candidate} raised the mean per-token KL from {nats(k.noise_kl)} ({noise}) "
                 f"to {nats(k.candidate_kl)} nats")
@@ -67,13 +76,14 @@ def kl_sentence(t: TaskDivergence, candidate: str, noise: str | None) -> str:
 
 
 def divergence_blocks(tasks: Sequence[TaskDivergence], candidate: str,
-                      noise: str | None) -> list[Block]:
+                      noises: Sequence[str]) -> list[Block]:
+    """`noises`: the labels of the noise runs, in the order of each task's noise_runs."""
     if not tasks:
         return []
-    candidate, noise = one_line(candidate), one_line(noise) if noise else None
+    candidate, noises = one_line(candidate), [one_line(label) for label in noises]
     blocks: list[Block] = [Heading("token divergence"),
-                           divergence_table(tasks, candidate, noise)]
-    blocks += [f"{t.task} divergence: {kl_sentence(t, candidate, noise)}" for t in tasks]
+                           divergence_table(tasks, candidate, noises)]
+    blocks += [f"{t.task} divergence: {kl_sentence(t, candidate, noises)}" for t in tasks]
     return blocks + [f"KL: {ESTIMATOR}; flip margin: the baseline's top-1 minus top-2 "
                      "log-probability where the tokens first differ (median, items)"]
 
@@ -86,27 +96,30 @@ def summary_json(d: Divergence | None) -> dict[str, Any] | None:
             "positions": d.positions, "items": d.items, "flips": d.flips}
 
 
-def task_json(t: TaskDivergence, candidate: str, noise: str | None) -> dict[str, Any]:
+def task_json(t: TaskDivergence, candidate: str, noises: Sequence[str]) -> dict[str, Any]:
     data = summary_json(t.candidate) or {}
     data["noise"] = summary_json(t.noise)
+    data["noise_runs"] = [{"label": label, **(summary_json(d) or {})}
+                          for d, label in _noise_rows(t, noises)]
     data["test"] = None if t.test is None else {
         "items": t.test.items, "candidate_kl": t.test.candidate_kl,
-        "noise_kl": t.test.noise_kl, "p_value": t.test.p_value, "shift": t.test.shift,
-        "higher": t.test.higher, "alpha": ALPHA}
-    data["summary"] = kl_sentence(t, candidate, noise)
+        "noise_kl": t.test.noise_kl, "noise_runs": len(data["noise_runs"]),
+        "p_value": t.test.p_value, "shift": t.test.shift, "higher": t.test.higher,
+        "alpha": ALPHA}
+    data["summary"] = kl_sentence(t, candidate, noises)
     if t.max_kl is not None:
         data["max_kl"], data["passed"] = t.max_kl, not t.failed
     return data
 
 
 def add_json(data: dict[str, Any], tasks: Sequence[TaskDivergence], candidate: str,
-             noise: str | None) -> dict[str, Any]:
+             noises: Sequence[str]) -> dict[str, Any]:
     """Each task entry of a compare or gate JSON gets its "divergence" (null without
     log-probabilities)."""
     found = {t.task: t for t in tasks}
     for entry in data.get("tasks", []):
         t = found.get(entry.get("task"))
-        entry["divergence"] = task_json(t, candidate, noise) if t else None
+        entry["divergence"] = task_json(t, candidate, noises) if t else None
     return data
 
 

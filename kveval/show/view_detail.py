@@ -179,6 +179,10 @@ def flat_rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(value, Mapping):
         return [row for k, v in value.items()
                 for row in flat_rows(v, f"{prefix}.{k}" if prefix else str(k))]
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        return [row for i, v in enumerate(value)  # e.g. noise_runs: one entry per run
+                for row in flat_rows({k: x for k, x in v.items() if k != "label"},
+                                     f"{prefix}.{v.get('label', i)}")]
     if isinstance(value, list):
         shown = "" if len(value) > 8 else ": " + ", ".join(number(v) for v in value)
         return [(prefix, f"{len(value)} values{shown}")]
@@ -244,6 +248,36 @@ def _kl_svg(divergence: Any) -> str | None:
                              "KL (nats)")
 
 
+# The per-run figures of a task's "divergence" JSON, drawn as one row per run
+DIVERGENCE_COLUMNS = {"items": "items", "positions": "positions", "kl_mean": "KL mean",
+                      "kl_p99": "KL p99", "top1_agreement": "top-1 same",
+                      "dlogp_mean": "mean |dlogp|", "flip_margin_median": "flip margin",
+                      "flips": "flips"}
+
+
+def _divergence_cell(run: Mapping[str, Any], key: str) -> str:
+    value = run.get(key)
+    if key == "top1_agreement" and isinstance(value, (int, float)):
+        return f"{100 * value:.1f}%"
+    if isinstance(value, list):  # per-position figures: drawn as the KL chart
+        return f"{len(value)} values"
+    return number(value)
+
+
+def divergence_view(divergence: Mapping[str, Any], candidate: str) -> dict[str, Any]:
+    """The candidate's and each noise run's figures as a table, the sentence, the rest
+    (the test, --max-kl) as dotted facts."""
+    noise = [n for n in as_list(divergence.get("noise_runs")) if isinstance(n, Mapping)]
+    if not noise and isinstance(divergence.get("noise"), Mapping):
+        noise = [{"label": "noise", **divergence["noise"]}]
+    runs = [(candidate, divergence)] + [(str(n.get("label", "noise")), n) for n in noise]
+    rows = [[label, *(_divergence_cell(run, k) for k in DIVERGENCE_COLUMNS)] for label, run in runs]
+    rest = {k: v for k, v in divergence.items()
+            if k not in DIVERGENCE_COLUMNS and k not in ("noise", "noise_runs", "summary")}
+    return {"head": ["run", *DIVERGENCE_COLUMNS.values()], "rows": rows,
+            "summary": divergence.get("summary"), "facts": flat_rows(rest)}
+
+
 def extras_section(data: Mapping[str, Any], labels: Sequence[str]) -> list[dict[str, Any]]:
     """Per task: collapse (when some answer was cut off or empty) and divergence."""
     out = []
@@ -254,7 +288,8 @@ def extras_section(data: Mapping[str, Any], labels: Sequence[str]) -> list[dict[
         if not collapsed(sides) and divergence is None:
             continue
         out.append({"task": task, "collapse": collapse_table(sides) if collapsed(sides) else None,
-                    "divergence": flat_rows(divergence) if divergence else [],
+                    "divergence": (divergence_view(divergence, labels[1])
+                                   if isinstance(divergence, Mapping) else None),
                     "kl_svg": _kl_svg(divergence)})
     return out
 
