@@ -34,6 +34,8 @@ class Behaviour:
     status_for: Callable[[dict[str, Any]], int | None] = lambda body: None  # forced HTTP status
     extra_routes: dict[str, Any] = field(default_factory=dict)  # GET path -> JSON or text
     tokenize: Callable[[str], int] | None = None  # POST /extras/tokenize when set
+    post_routes: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
+    # POST path -> the JSON answered for a request body, e.g. vLLM's /tokenize
     models_status: int = 200  # e.g. 401 for a server that refuses the API key
     # the choice's "logprobs" for a request and its answer text (None: "logprobs": null)
     logprobs: Callable[[dict[str, Any], str], Any] | None = None
@@ -111,6 +113,8 @@ class FakeServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if self.path == "/extras/tokenize" or self.path == "/v1/extras/tokenize":
                     return self._tokenize(body)
+                if self.path in server.behaviour.post_routes:
+                    return self._send(200, server.behaviour.post_routes[self.path](body))
                 if self.path not in ("/v1/completions", "/v1/chat/completions"):
                     return self._send(404, {"error": {"message": "not found"}})
                 self._complete(body)

@@ -217,10 +217,11 @@ def run_forced(opts: RunOptions, started: float) -> int:
     old = existing_run(opts.output, opts.resume, opts.overwrite)
     check_writable(opts.output)
     with open_target(opts, logits_all=True) as target:
-        render = (teacher.embedded_renderer(opts.engine.get("model_path"))
-                  if target.endpoint_label == EMBEDDED else None)
+        template = (teacher.embedded_template(opts.engine.get("model_path"))
+                    if target.endpoint_label == EMBEDDED else
+                    teacher.vllm_template(target.base_url, target.model, api_key(), opts.timeout))
         specs, jobs = teacher.plan_forced(baseline, target.model, opts.logprobs or
-                                          teacher.DEFAULT_K, opts.seed, opts.limit, render,
+                                          teacher.DEFAULT_K, opts.seed, opts.limit, template,
                                           opts.extra_body)
         source = f"teacher-forced answers of {baseline.path}"
         header = make_header(opts, target, Resolved(specs, opts.setup, opts.extra_body),

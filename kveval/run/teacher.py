@@ -9,9 +9,11 @@ over the whole answer (llama.cpp's `perplexity --kl-divergence`, over an API).
 The answer's tokens are those whose `text_offset` falls inside the answer's characters,
 counted back from the end of the echoed text (llama-cpp-python's offsets skip the special
 tokens of a chat template). A chat item's prompt is first rendered with the model's chat
-template; kveval can do that for the embedded engine (the GGUF's own template, as
-llama-cpp-python's server applies it), not for another server. llama.cpp's llama-server does
-not return echoed log-probabilities at all.
+template: on the embedded engine with the GGUF's own template, as llama-cpp-python's server
+applies it; on vLLM by the server itself (POST /tokenize with the messages, then /detokenize
+of those tokens: the text its chat API would have sent), posted with `add_special_tokens:
+false` as vLLM's chat API does, since the template holds them. Other servers are refused
+for chat items. llama.cpp's llama-server does not return echoed log-probabilities at all.
 
 Alignment is checked, not assumed: a token is often the top-1 of its own position and rarely
 the top-1 of the next one. llama-cpp-python shifts echoed positions by one when the prompt
@@ -22,7 +24,7 @@ distribution); kveval detects which holds and shifts back.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,17 @@ from kveval.run.runner import Job
 DEFAULT_K = 5
 Render = Callable[[Sequence[Message]], str]  # chat messages -> the templated prompt text
 _SPEC_FIELDS = {f.name for f in fields(TaskSpec)}
+CHAT_REFUSED = ("is a chat item: teacher forcing sends the prompt rendered with the model's "
+                "chat template, which kveval can do for the embedded engine and for vLLM "
+                "(/tokenize and /detokenize){why}; run the baseline with --api completions")
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """How chat items' prompts are rendered for teacher forcing, and what their requests add."""
+
+    render: Render
+    body: dict[str, Any] = field(default_factory=dict)  # e.g. vLLM: add_special_tokens false
 
 
 def spec_from_header(task: Mapping[str, Any], k: int, baseline: str) -> TaskSpec:
@@ -54,14 +67,13 @@ def forced_item(record: ItemRecord) -> Item:
                 meta={k: v for k, v in record.meta.items() if k != "teacher_forced"})
 
 
-def prompt_text(item: Item, render: Render | None) -> str:
+def prompt_text(item: Item, template: ChatTemplate | None) -> tuple[str, dict[str, Any]]:
+    """The prompt text to append the answer to, and what the request adds for it."""
     if item.prompt is not None:
-        return item.prompt
-    if render is None:
-        raise UsageError(f"{item.item_id} is a chat item: teacher forcing sends the prompt "
-                         "rendered with the model's chat template, which kveval can only do "
-                         "for the embedded engine; run the baseline with --api completions")
-    return render(item.messages or ())
+        return item.prompt, {}
+    if template is None:
+        raise UsageError(f"{item.item_id} " + CHAT_REFUSED.format(why=""))
+    return template.render(item.messages or ()), template.body
 
 
 def forced_body(prompt: str, answer: str, model: str, k: int, seed: int | None,
@@ -101,7 +113,7 @@ def load_baseline(path: str) -> Run:
 
 
 def plan_forced(baseline: Run, model: str, k: int, seed: int | None, limit: int | None,
-                render: Render | None, extra_body: dict[str, Any] | None = None
+                template: ChatTemplate | None, extra_body: dict[str, Any] | None = None
                 ) -> tuple[list[TaskSpec], list[Job]]:
     """The teacher-forced jobs: one per answered baseline item, with the answer's span."""
     label = baseline.header.label or baseline.path.stem
@@ -112,13 +124,13 @@ def plan_forced(baseline: Run, model: str, k: int, seed: int | None, limit: int 
             raise UsageError(f"{baseline.path}: item {record.item_id} has a task the header "
                              "does not list")
         item = forced_item(record)
-        prompt, answer = prompt_text(item, render), record.output or ""
-        body = forced_body(prompt, answer, model, k, seed, extra_body)
+        (prompt, added), answer = prompt_text(item, template), record.output or ""
+        body = forced_body(prompt, answer, model, k, seed, extra_body) | added
         jobs.append(Job(specs[record.task], item, body, (len(prompt), len(prompt) + len(answer))))
     return list(specs.values()), jobs
 
 
-def embedded_renderer(model_path: str | None) -> Render:
+def embedded_template(model_path: str | None) -> ChatTemplate:
     """The embedded engine's chat template, applied as llama-cpp-python's server applies it
     (loaded on the first chat item: a completions-only baseline never needs it)."""
     loaded: list[Any] = []
@@ -128,7 +140,32 @@ def embedded_renderer(model_path: str | None) -> Render:
             loaded.append(_embedded_formatter(model_path))
         return str(loaded[0](messages=[dict(m) for m in messages]).prompt)
 
-    return render
+    return ChatTemplate(render)
+
+
+def vllm_template(base_url: str, model: str, api_key: str | None,
+                  timeout: float) -> ChatTemplate:
+    """vLLM's chat template, applied by the server: the messages' tokens from /tokenize
+    (with the generation prompt), and their text from /detokenize."""
+    from kveval.run.tokens import Server, Unavailable
+
+    server = Server(base_url, model, api_key, timeout)
+
+    def render(messages: Sequence[Message]) -> str:
+        try:
+            tokens = server.post("/tokenize", {"model": model, "messages": list(messages),
+                                               "add_generation_prompt": True})
+            ids = tokens.get("tokens") if isinstance(tokens, dict) else None
+            text = server.post("/detokenize", {"model": model, "tokens": ids})
+            prompt = text.get("prompt") if isinstance(text, dict) else None
+        except Unavailable as exc:
+            raise UsageError("a chat item " + CHAT_REFUSED.format(why=f" ({exc})")) from None
+        if not isinstance(ids, list) or not isinstance(prompt, str):
+            raise UsageError("a chat item " + CHAT_REFUSED.format(
+                why=" (the server's /tokenize or /detokenize answered something else)"))
+        return prompt
+
+    return ChatTemplate(render, {"add_special_tokens": False})
 
 
 def _embedded_formatter(model_path: str | None) -> Any:

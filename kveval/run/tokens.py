@@ -42,23 +42,23 @@ from kveval.safe import redact_url
 CHAT_PROBE_TIMEOUT_S = 600.0  # a probe request may prefill a whole long prompt
 
 
-class _Unavailable(Exception):
+class Unavailable(Exception):
     """An endpoint the server does not offer, or a request it did not answer."""
 
 
 def _post(url: str, body: dict[str, Any], api_key: str | None, timeout: float) -> Any:
-    """POST JSON and parse the answer; every failure is _Unavailable naming the URL without
+    """POST JSON and parse the answer; every failure is Unavailable naming the URL without
     its credentials."""
     try:
         status, answer = fetch(url, api_key, timeout, body=body)
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise _Unavailable(f"{redact_url(url)}: {getattr(exc, 'reason', exc)}") from None
+        raise Unavailable(f"{redact_url(url)}: {getattr(exc, 'reason', exc)}") from None
     if status != 200:
-        raise _Unavailable(f"{redact_url(url)}: HTTP {status}")
+        raise Unavailable(f"{redact_url(url)}: HTTP {status}")
     try:
         return json.loads(answer)
     except ValueError:
-        raise _Unavailable(f"{redact_url(url)}: the answer is not JSON") from None
+        raise Unavailable(f"{redact_url(url)}: the answer is not JSON") from None
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Server:
         usage = data.get("usage") if isinstance(data, dict) else None
         tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
         if not isinstance(tokens, int) or tokens <= 0:
-            raise _Unavailable(f"{url}: the answer carries no usage.prompt_tokens")
+            raise Unavailable(f"{url}: the answer carries no usage.prompt_tokens")
         return tokens
 
 
@@ -101,7 +101,7 @@ class CachedCounter:
         if key not in self._cache:
             try:
                 self._cache[key] = self._count(messages)
-            except _Unavailable as exc:
+            except Unavailable as exc:
                 raise EndpointError(f"cannot count prompt tokens ({self.source}): {exc}") from None
         return self._cache[key]
 
@@ -133,12 +133,12 @@ def _vllm(server: Server) -> TokenCounter | None:
         body = {"model": server.model, "messages": list(messages), "add_generation_prompt": True}
         data = server.post("/tokenize", body)
         if not isinstance(data, dict) or not isinstance(data.get("count"), int):
-            raise _Unavailable("/tokenize answered no count")
+            raise Unavailable("/tokenize answered no count")
         return int(data["count"])
 
     try:
         count(_probe_messages(("user",)))
-    except _Unavailable:
+    except Unavailable:
         return None
     return count
 
@@ -146,7 +146,7 @@ def _vllm(server: Server) -> TokenCounter | None:
 def _token_list(data: Any) -> list[Any]:
     tokens = data.get("tokens") if isinstance(data, dict) else None
     if not isinstance(tokens, list):
-        raise _Unavailable("the tokenizer answered no token list")
+        raise Unavailable("the tokenizer answered no token list")
     return tokens
 
 
@@ -156,7 +156,7 @@ def _llamacpp_text(server: Server) -> Callable[[str], int] | None:
 
     try:
         return count if count(HELLO) > 0 else None
-    except _Unavailable:
+    except Unavailable:
         return None
 
 
@@ -167,13 +167,13 @@ def _llamacpp_template(server: Server) -> TokenCounter | None:
         rendered = server.post("/apply-template", {"messages": list(messages)})
         prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
         if not isinstance(prompt, str):
-            raise _Unavailable("/apply-template answered no prompt")
+            raise Unavailable("/apply-template answered no prompt")
         body = {"content": prompt, "add_special": True}
         return len(_token_list(server.post("/tokenize", body)))
 
     try:
         count(_probe_messages(("user",)))
-    except _Unavailable:
+    except Unavailable:
         return None
     return count
 
@@ -185,7 +185,7 @@ def _llama_cpp_python_text(server: Server) -> Callable[[str], int] | None:
 
     try:
         return count if count(HELLO) > 0 else None
-    except _Unavailable:
+    except Unavailable:
         return None
 
 
@@ -216,7 +216,7 @@ def calibrate(server: Server) -> LinearModel:
         probe = [{"role": "user", "content": text}]
         try:
             points.append((*features(probe), server.prompt_tokens(probe)))
-        except _Unavailable as exc:
+        except Unavailable as exc:
             if not points:
                 raise EndpointError(f"cannot size prompts: no tokenizer endpoint, and a probe "
                                     f"request failed ({exc})") from None
