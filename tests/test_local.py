@@ -263,10 +263,12 @@ HOLDER = textwrap.dedent(
 )
 
 
-def start_holder() -> tuple[subprocess.Popen[str], int, int]:
-    """A kveval process holding a running engine: (that process, server pid, port)."""
+def start_holder(tmp: Path) -> tuple[subprocess.Popen[str], int, int]:
+    """A kveval process holding a running engine, its temporary files under `tmp`: (that
+    process, server pid, port)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+        [sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
     )
     assert holder.stdout is not None
     port = int(holder.stdout.readline().rsplit(":", 1)[1].split("/")[0])
@@ -277,12 +279,15 @@ def start_holder() -> tuple[subprocess.Popen[str], int, int]:
 @pytest.mark.integration
 @needs_engine
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_no_orphan_when_kveval_is_signalled(sig: signal.Signals) -> None:
-    holder, pid, _ = start_holder()
+def test_no_orphan_when_kveval_is_signalled(sig: signal.Signals, tmp_path: Path) -> None:
+    holder, pid, _ = start_holder(tmp_path)
     try:
+        assert list(tmp_path.glob("kveval-engine-*"))  # the server's log folder
         holder.send_signal(sig)
         holder.wait(timeout=30)
         assert not wait_gone([pid]), f"server {pid} outlived its parent after {sig.name}"
+        if sig != signal.SIGKILL:  # a killed process cannot clean up
+            assert not list(tmp_path.glob("kveval-engine-*"))
     finally:
         holder.kill()
         holder.wait()
@@ -290,8 +295,9 @@ def test_no_orphan_when_kveval_is_signalled(sig: signal.Signals) -> None:
 
 @pytest.mark.integration
 @needs_engine
-def test_no_orphan_when_interrupted_while_starting() -> None:
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.DEVNULL)
+def test_no_orphan_when_interrupted_while_starting(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.DEVNULL,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         deadline = time.monotonic() + 30
         children: list[int] = []
