@@ -71,9 +71,10 @@ class Shared:
 
     The same items answered by a baseline, a candidate and noise runs share their ids,
     prompts' hashes and metadata, and most of their answers: a record read after the first
-    one of its (task, item_id) refers to the first one's values wherever they are equal, so a
-    100,000-item run read after the baseline costs about a third of it. Values are only ever
-    replaced by equal ones, so nothing a verdict reads changes.
+    one of its (task, item_id) refers to the first one's values wherever they are equal. In
+    bench/read_runs.py a 100,000-item candidate read after the baseline costs 42 MB and a
+    noise run 23 MB, against the baseline's 98 MB. Values are only ever replaced by equal
+    ones, so nothing a verdict reads changes.
     """
 
     def __init__(self) -> None:
