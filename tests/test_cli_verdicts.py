@@ -14,10 +14,11 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from kveval.cli.cli import cli, main
+from kveval.cli.cli import cli
 from kveval.formats.records import ItemRecord, RunHeader
-from kveval.formats.writer import create_run
 from kveval.judge.verdict import DEFAULT_MARGIN
+from tests.clirun import kveval
+from tests.report_fixtures import write
 
 TASKS = [
     {"name": "gsm8k", "adapter": "gsm8k", "api": "completions", "max_tokens": 256, "stop": [],
@@ -63,13 +64,6 @@ def prompt_items(n: int, changed: set[int]) -> list[ItemRecord]:
             for i in range(n)]
 
 
-def write(path: Path, head: RunHeader, items: list[ItemRecord]) -> str:
-    with create_run(path, head) as writer:
-        for item in items:
-            writer.append(item)
-    return str(path)
-
-
 @pytest.fixture
 def runs(tmp_path: Path) -> dict[str, str]:
     """bf16a and bf16b: the same setup twice; fp8 and fp8bad: candidates."""
@@ -89,15 +83,6 @@ def runs(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def kveval(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the CLI as the console script does; return exit code, stdout, stderr."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    out, err = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 0), out, err
-
-
 def gate_args(runs: dict[str, str], candidate: str = "fp8", *extra: str) -> list[str]:
     return ["gate", "--baseline", runs["bf16a"], "--candidate", runs[candidate], *extra]
 
@@ -106,7 +91,7 @@ def gate_args(runs: dict[str, str], candidate: str = "fp8", *extra: str) -> list
 
 
 def test_gate_pass_exits_0(runs, capsys):
-    code, out, _ = kveval(gate_args(runs, "fp8", "--noise", runs["bf16b"]), capsys)
+    code, out, _ = kveval(capsys, *gate_args(runs, "fp8", "--noise", runs["bf16b"]))
     assert code == 0
     assert "gate: PASS" in out
     assert "metrics.cache_config_info.cache_dtype  auto → fp8" in out
@@ -114,27 +99,27 @@ def test_gate_pass_exits_0(runs, capsys):
 
 
 def test_gate_regression_exits_1(runs, capsys):
-    code, out, _ = kveval(gate_args(runs, "fp8bad"), capsys)
+    code, out, _ = kveval(capsys, *gate_args(runs, "fp8bad"))
     assert code == 1
     assert "gate: REGRESSION in gsm8k" in out
     assert "intervals do not overlap: fp8bad is lower" in out
 
 
 def test_gate_drift_beyond_the_noise_floor_exits_1(runs, capsys):
-    code, out, _ = kveval(gate_args(runs, "fp8bad", "--noise", runs["bf16b"]), capsys)
+    code, out, _ = kveval(capsys, *gate_args(runs, "fp8bad", "--noise", runs["bf16b"]))
     assert code == 1
     assert "prompts" in out and "more drift than the noise floor" in out
 
 
 def test_gate_paired_policy_and_margin(runs, capsys):
-    code, out, _ = kveval(gate_args(runs, "fp8", "--policy", "paired", "--margin", "5"), capsys)
+    code, out, _ = kveval(capsys, *gate_args(runs, "fp8", "--policy", "paired", "--margin", "5"))
     assert code == 0 and "rules out a loss larger than 5 points" in out
-    code, out, _ = kveval(gate_args(runs, "fp8", "--policy", "paired", "--margin", "1"), capsys)
+    code, out, _ = kveval(capsys, *gate_args(runs, "fp8", "--policy", "paired", "--margin", "1"))
     assert code == 1 and "a loss larger than 1 points is not ruled out" in out
 
 
 def test_gate_strict_metric(runs, capsys):
-    code, out, _ = kveval(gate_args(runs, "fp8", "--metric", "strict"), capsys)
+    code, out, _ = kveval(capsys, *gate_args(runs, "fp8", "--metric", "strict"))
     assert code == 0 and "strict" in out
 
 
@@ -147,13 +132,12 @@ def assert_cannot_judge(code: int, out: str, err: str, reason: str) -> None:
 
 def test_gate_unreadable_file_exits_2(runs, tmp_path, capsys):
     missing = str(tmp_path / "missing.jsonl")
-    code, out, err = kveval(["gate", "--baseline", runs["bf16a"], "--candidate", missing],
-                            capsys)
+    code, out, err = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate", missing)
     assert_cannot_judge(code, out, err, "no such run file")
     garbage = tmp_path / "garbage.jsonl"
     garbage.write_text("not json\n")
-    code, out, err = kveval(["gate", "--baseline", runs["bf16a"], "--candidate", str(garbage)],
-                            capsys)
+    code, out, err = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate",
+                            str(garbage))
     assert_cannot_judge(code, out, err, "not a kveval run file")
 
 
@@ -162,8 +146,7 @@ def test_gate_unknown_schema_version_exits_2(runs, tmp_path, capsys):
     data = asdict(header("future"))
     data["schema_version"] = 99
     future.write_text(json.dumps(data) + "\n")
-    code, out, err = kveval(["gate", "--baseline", runs["bf16a"], "--candidate", str(future)],
-                            capsys)
+    code, out, err = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate", str(future))
     assert_cannot_judge(code, out, err, "schema_version 99")
 
 
@@ -171,7 +154,7 @@ def test_gate_no_paired_items_exits_2(runs, tmp_path, capsys):
     other = write(tmp_path / "other.jsonl", header("other", fingerprint=fingerprint("fp8")),
                   [ItemRecord(task="gsm8k", item_id="train/1", prompt_sha256="x",
                               request={}, status="ok", output="1", correct=True)])
-    code, out, err = kveval(["gate", "--baseline", runs["bf16a"], "--candidate", other], capsys)
+    code, out, err = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate", other)
     assert_cannot_judge(code, out, err, "no paired items")
 
 
@@ -180,7 +163,7 @@ def test_gate_prompt_mismatch_exits_2(runs, tmp_path, capsys):
     items[7] = msgspec.structs.replace(items[7], prompt_sha256="different")
     other = write(tmp_path / "other.jsonl", header("other", fingerprint=fingerprint("fp8")),
                   items)
-    code, out, err = kveval(["gate", "--baseline", runs["bf16a"], "--candidate", other], capsys)
+    code, out, err = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate", other)
     assert_cannot_judge(code, out, err, "prompt_sha256 differs")
 
 
@@ -190,7 +173,7 @@ def test_gate_different_sampling_exits_2(runs, tmp_path, capsys):
     other = write(tmp_path / "other.jsonl",
                   header("other", fingerprint=fingerprint("fp8"), tasks=tasks),
                   gsm8k_items(500, set()))
-    code, out, err = kveval(["gate", "--baseline", runs["bf16a"], "--candidate", other], capsys)
+    code, out, err = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate", other)
     assert_cannot_judge(code, out, err, "different sampling parameters: task gsm8k max_tokens")
 
 
@@ -198,9 +181,9 @@ def test_gate_error_rate_exits_2_unless_allowed(runs, tmp_path, capsys):
     other = write(tmp_path / "other.jsonl", header("other", fingerprint=fingerprint("fp8")),
                   gsm8k_items(500, set(range(41)), errors={5, 9}) + prompt_items(60, set()))
     args = ["gate", "--baseline", runs["bf16a"], "--candidate", other]
-    code, out, err = kveval(args, capsys)
+    code, out, err = kveval(capsys, *args)
     assert_cannot_judge(code, out, err, "2 of 560 items are errors (0.4%)")
-    code, out, _ = kveval(args + ["--max-error-rate", "0.01"], capsys)
+    code, out, _ = kveval(capsys, *args + ["--max-error-rate", "0.01"])
     assert code == 0 and "2 left out as errors" in out
 
 
@@ -208,24 +191,23 @@ def test_gate_nothing_to_judge_exits_2(tmp_path, capsys):
     a = write(tmp_path / "a.jsonl", header("a"), prompt_items(10, set()))
     b = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")),
               prompt_items(10, {1}))
-    code, out, err = kveval(["gate", "--baseline", a, "--candidate", b], capsys)
+    code, out, err = kveval(capsys, "gate", "--baseline", a, "--candidate", b)
     assert_cannot_judge(code, out, err, "nothing to judge")
 
 
 def test_gate_usage_errors_exit_2(runs, capsys):
-    code, out, err = kveval(gate_args(runs, "fp8", "--margin", "2"), capsys)
+    code, out, err = kveval(capsys, *gate_args(runs, "fp8", "--margin", "2"))
     assert_cannot_judge(code, out, err, "--margin applies only to --policy paired")
-    code, out, err = kveval(gate_args(runs, "fp8", "--json", "--markdown"), capsys)
+    code, out, err = kveval(capsys, *gate_args(runs, "fp8", "--json", "--markdown"))
     assert_cannot_judge(code, out, err, "choose one of --json and --markdown")
-    code, _, _ = kveval(gate_args(runs, "fp8", "--policy", "bogus"), capsys)
+    code, _, _ = kveval(capsys, *gate_args(runs, "fp8", "--policy", "bogus"))
     assert code == 2
 
 
 def test_gate_reads_no_answer_arrays(runs, tmp_path, capsys):
     array = tmp_path / "outputs_fp8.json"
     array.write_text(json.dumps(["a", "b"]))
-    code, out, err = kveval(["gate", "--baseline", runs["bf16a"], "--candidate", str(array)],
-                            capsys)
+    code, out, err = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate", str(array))
     assert_cannot_judge(code, out, err, "JSON array of answers has no scores")
 
 
@@ -243,7 +225,7 @@ def test_gate_exit_codes_through_the_console_entry_point(runs):
 
 
 def test_gate_json_parses_back(runs, capsys):
-    code, out, _ = kveval(gate_args(runs, "fp8bad", "--noise", runs["bf16b"], "--json"), capsys)
+    code, out, _ = kveval(capsys, *gate_args(runs, "fp8bad", "--noise", runs["bf16b"], "--json"))
     data = json.loads(out)
     assert code == 1 and data["exit_code"] == 1 and data["verdict"] == "regression"
     tasks = {t["task"]: t for t in data["tasks"]}
@@ -256,23 +238,23 @@ def test_gate_json_parses_back(runs, capsys):
 
 
 def test_gate_json_reports_cannot_judge(runs, tmp_path, capsys):
-    code, out, err = kveval(["gate", "--baseline", runs["bf16a"], "--candidate",
-                             str(tmp_path / "none.jsonl"), "--json"], capsys)
+    code, out, err = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate",
+                             str(tmp_path / "none.jsonl"), "--json")
     assert code == 2
     data = json.loads(out)
     assert data["verdict"] == "cannot judge" and "no such run file" in data["reason"]
 
 
 def test_gate_markdown(runs, capsys):
-    code, out, _ = kveval(gate_args(runs, "fp8", "--markdown"), capsys)
+    code, out, _ = kveval(capsys, *gate_args(runs, "fp8", "--markdown"))
     assert code == 0
     assert out.startswith("### kveval gate: PASS")
     assert "| task | judged by |" in out
 
 
 def test_compare_json_parses_back(runs, capsys):
-    code, out, _ = kveval(["compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"],
-                           "--show", "2", "--json"], capsys)
+    code, out, _ = kveval(capsys, "compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"],
+                           "--show", "2", "--json")
     data = json.loads(out)
     assert code == 0 and data["command"] == "compare"
     gsm8k = data["tasks"][0]
@@ -284,7 +266,7 @@ def test_compare_json_parses_back(runs, capsys):
 
 
 def test_score_json_parses_back(runs, capsys):
-    code, out, _ = kveval(["score", runs["fp8"], "--baseline", runs["bf16a"], "--json"], capsys)
+    code, out, _ = kveval(capsys, "score", runs["fp8"], "--baseline", runs["bf16a"], "--json")
     data = json.loads(out)
     assert code == 0
     gsm8k = data["tasks"][0]
@@ -299,8 +281,8 @@ def test_score_json_parses_back(runs, capsys):
 
 
 def test_compare_text_in_words(runs, capsys):
-    code, out, _ = kveval(["compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"],
-                           "--show", "1"], capsys)
+    code, out, _ = kveval(capsys, "compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"],
+                           "--show", "1")
     assert code == 0
     assert "fp8 changed 80 of 500 answers; the noise run bf16b changed 50" in out
     assert "prefix ratio" in out and "first diff (median)" in out
@@ -313,8 +295,8 @@ def test_compare_tutorial_answer_arrays(tmp_path, capsys):
                           "fp8": ["A", "B?", "C?", "D!"]}.items():
         paths[name] = tmp_path / f"outputs_{name}.json"
         paths[name].write_text(json.dumps(answers))
-    code, out, _ = kveval(["compare", str(paths["bf16a"]), str(paths["fp8"]),
-                           "--noise", str(paths["bf16b"]), "--json"], capsys)
+    code, out, _ = kveval(capsys, "compare", str(paths["bf16a"]), str(paths["fp8"]),
+                           "--noise", str(paths["bf16b"]), "--json")
     assert code == 0
     task = json.loads(out)["tasks"][0]
     assert task["task"] == "answers"
@@ -325,7 +307,7 @@ def test_compare_tutorial_answer_arrays(tmp_path, capsys):
 def test_compare_refuses_a_mix_of_arrays_and_run_files(runs, tmp_path, capsys):
     array = tmp_path / "outputs_fp8.json"
     array.write_text(json.dumps(["x"]))
-    code, out, err = kveval(["compare", runs["bf16a"], str(array)], capsys)
+    code, out, err = kveval(capsys, "compare", runs["bf16a"], str(array))
     assert_cannot_judge(code, out, err, "cannot pair a JSON array of answers")
 
 
@@ -333,19 +315,19 @@ def test_compare_prompt_mismatch_exits_2(runs, tmp_path, capsys):
     items = gsm8k_items(500, set())
     items[0] = msgspec.structs.replace(items[0], prompt_sha256="other")
     other = write(tmp_path / "other.jsonl", header("other"), items)
-    code, out, err = kveval(["compare", runs["bf16a"], other], capsys)
+    code, out, err = kveval(capsys, "compare", runs["bf16a"], other)
     assert_cannot_judge(code, out, err, "prompt_sha256 differs")
 
 
 def test_score_prints_like_the_published_reports(runs, capsys):
-    code, out, _ = kveval(["score", runs["bf16a"]], capsys)
+    code, out, _ = kveval(capsys, "score", runs["bf16a"])
     assert code == 0
     assert "gsm8k  flexible  459/500  91.8%  89.1 to 93.9" in out
     assert "prompts: 60 answered, no ground truth; 0 errors" in out
 
 
 def test_score_with_a_baseline_names_the_largest_loss(runs, capsys):
-    code, out, _ = kveval(["score", runs["fp8"], "--baseline", runs["bf16a"]], capsys)
+    code, out, _ = kveval(capsys, "score", runs["fp8"], "--baseline", runs["bf16a"])
     assert code == 0
     assert "intervals overlap: no difference shown" in out
     assert "500 questions cannot rule out a loss of" in out
@@ -354,13 +336,13 @@ def test_score_with_a_baseline_names_the_largest_loss(runs, capsys):
 
 def test_score_counts_errors_apart(tmp_path, capsys):
     path = write(tmp_path / "e.jsonl", header("e"), gsm8k_items(10, {0}, errors={1, 2}))
-    code, out, _ = kveval(["score", path, "--json"], capsys)
+    code, out, _ = kveval(capsys, "score", path, "--json")
     task = json.loads(out)["tasks"][0]
     assert (task["errors"], task["flexible"]["correct"], task["flexible"]["n"]) == (2, 7, 8)
 
 
 def test_score_markdown(runs, capsys):
-    code, out, _ = kveval(["score", runs["bf16a"], "--markdown"], capsys)
+    code, out, _ = kveval(capsys, "score", runs["bf16a"], "--markdown")
     assert out.startswith("### kveval score: bf16a")
     assert r"| gsm8k | flexible | 459/500  91\.8%  89\.1 to 93\.9 | 0 |" in out
 
@@ -394,7 +376,7 @@ def test_score_appends_per_task_extra_sections(runs, capsys, monkeypatch):
 
     monkeypatch.setattr(cli_verdicts, "task_extras", grid)
     args = ["score", runs["fp8"], "--baseline", runs["bf16a"]]
-    assert "LENGTH x DEPTH" in kveval(args, capsys)[1]
-    assert "**length x depth**" in kveval(args + ["--markdown"], capsys)[1]
-    data = json.loads(kveval(args + ["--json"], capsys)[1])
+    assert "LENGTH x DEPTH" in kveval(capsys, *args)[1]
+    assert "**length x depth**" in kveval(capsys, *args + ["--markdown"])[1]
+    data = json.loads(kveval(capsys, *args + ["--json"])[1])
     assert data["tasks"][0]["extras"] == [{"grid": [1]}]

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kveval.cli.cli import main
 from kveval.errors import RunFileError
 from kveval.formats.records import read_run
+from tests.clirun import kveval
 
 
 def header(**changes: Any) -> dict[str, Any]:
@@ -87,14 +87,6 @@ def test_a_bad_run_file_is_one_line(case: str, tmp_path: Path) -> None:
     assert "\n" not in str(error.value)
 
 
-def kveval(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    out, err = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 0), out, err
-
-
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
 @pytest.mark.parametrize("command", ["compare", "score", "gate"])
 def test_every_verdict_command_exits_2_on_a_bad_file(case: str, command: str, tmp_path: Path,
@@ -104,7 +96,7 @@ def test_every_verdict_command_exits_2_on_a_bad_file(case: str, command: str, tm
     bad = write(tmp_path / "fp8.jsonl", make())
     argv = {"compare": ["compare", base, bad], "score": ["score", bad, "--baseline", base],
             "gate": ["gate", "--baseline", base, "--candidate", bad]}[command]
-    code, out, err = kveval(argv, capsys)
+    code, out, err = kveval(capsys, *argv)
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("kveval: error: ")
     assert message in err and "Traceback" not in err + out

@@ -19,17 +19,10 @@ from kveval.judge.compare import side_from_run
 from kveval.judge.verdict import gate as judge
 from kveval.show.html import render
 from kveval.show.page import Inputs, page_data
+from tests.clirun import kveval
 from tests.report_fixtures import HOSTILE, extras, header, three_runs, write
 
 HAVE_MPL = "matplotlib" in sys.modules or __import__("importlib").util.find_spec("matplotlib")
-
-
-def kveval(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    out, err = capsys.readouterr()
-    code = exit_info.value.code
-    return (code if isinstance(code, int) else 0), out, err
 
 
 def report_args(runs: dict[str, str], page: Path, *extra: str) -> list[str]:
@@ -63,7 +56,7 @@ def test_report_prints_the_path_and_exits_with_the_verdict(runs, tmp_path, capsy
     out = tmp_path / "sub" / "r.html"
     args = ["report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"], "-o", str(out),
             "--policy", "paired", "--margin", "30"]
-    code, stdout, stderr = kveval(args, capsys)
+    code, stdout, stderr = kveval(capsys, *args)
     assert code == 0 and stdout.strip().splitlines()[-1] == str(out)
     assert "PASS" in text_of(out.read_text())
     assert "policy paired, margin 30 points" in text_of(out.read_text())
@@ -124,7 +117,7 @@ def test_long_context_heatmap_numbers_are_on_the_page(page):
 def test_hostile_strings_show_as_text(tmp_path, capsys):
     runs = three_runs(tmp_path, hostile=True)
     out = tmp_path / "hostile.html"
-    code, _, _ = kveval(report_args(runs, out), capsys)
+    code, _, _ = kveval(capsys, *report_args(runs, out))
     page = out.read_text()
     assert code == 1
     assert "<script" not in page.lower() and "<img" not in page.lower()
@@ -201,8 +194,8 @@ def test_cannot_judge_still_writes_the_page(runs, tmp_path, capsys):
     other.sampling["temperature"] = 0.7
     hot = write(tmp_path / "hot.jsonl", other, read_run(runs["fp8"]).items)
     out = tmp_path / "r.html"
-    code, stdout, stderr = kveval(["report", "--baseline", runs["bf16a"], "--candidate", hot,
-                                   "-o", str(out)], capsys)
+    code, stdout, stderr = kveval(capsys, "report", "--baseline", runs["bf16a"], "--candidate", hot,
+                                   "-o", str(out))
     assert code == 2 and stdout.strip() == str(out)
     assert stderr.startswith("kveval: error: different sampling parameters: temperature")
     assert len(stderr.strip().splitlines()) == 1
@@ -212,8 +205,8 @@ def test_cannot_judge_still_writes_the_page(runs, tmp_path, capsys):
 
 def test_unreadable_run_file_gives_a_cannot_judge_page(runs, tmp_path, capsys):
     out = tmp_path / "r.html"
-    code, _, stderr = kveval(["report", "--baseline", runs["bf16a"], "--candidate",
-                              str(tmp_path / "missing.jsonl"), "-o", str(out)], capsys)
+    code, _, stderr = kveval(capsys, "report", "--baseline", runs["bf16a"], "--candidate",
+                              str(tmp_path / "missing.jsonl"), "-o", str(out))
     assert code == 2 and "no such run file" in stderr and "Traceback" not in stderr
     assert "CANNOT JUDGE" in out.read_text() and "no such run file" in text_of(out.read_text())
 
@@ -221,13 +214,13 @@ def test_unreadable_run_file_gives_a_cannot_judge_page(runs, tmp_path, capsys):
 def test_unwritable_output_is_one_line_exit_2(runs, tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    code, _, stderr = kveval(report_args(runs, blocker / "r.html"), capsys)
+    code, _, stderr = kveval(capsys, *report_args(runs, blocker / "r.html"))
     assert code == 2 and stderr.startswith("kveval: error: ") and "cannot write" in stderr
     assert len(stderr.strip().splitlines()) == 1
 
 
 def test_margin_needs_the_paired_policy(runs, tmp_path, capsys):
-    code, _, stderr = kveval(report_args(runs, tmp_path / "r.html", "--margin", "2"), capsys)
+    code, _, stderr = kveval(capsys, *report_args(runs, tmp_path / "r.html", "--margin", "2"))
     assert code == 2 and "--margin applies only to --policy paired" in stderr
     assert not (tmp_path / "r.html").exists()
 
@@ -237,9 +230,9 @@ def test_margin_needs_the_paired_policy(runs, tmp_path, capsys):
 
 def test_gate_html_writes_the_same_page_beside_the_json(runs, tmp_path, capsys):
     out = tmp_path / "gate.html"
-    code, stdout, stderr = kveval(["gate", "--baseline", runs["bf16a"], "--candidate",
+    code, stdout, stderr = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate",
                                    runs["fp8"], "--noise", runs["bf16b"], "--json",
-                                   "--html", str(out)], capsys)
+                                   "--html", str(out))
     assert code == 1 and json.loads(stdout)["verdict"] == "regression"
     assert str(out) in stderr
     assert "REGRESSION" in out.read_text() and "Changed answers" in out.read_text()
@@ -247,8 +240,8 @@ def test_gate_html_writes_the_same_page_beside_the_json(runs, tmp_path, capsys):
 
 def test_gate_html_on_cannot_judge(runs, tmp_path, capsys):
     out = tmp_path / "gate.html"
-    code, _, _ = kveval(["gate", "--baseline", runs["bf16a"], "--candidate",
-                         str(tmp_path / "nope.jsonl"), "--html", str(out)], capsys)
+    code, _, _ = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate",
+                         str(tmp_path / "nope.jsonl"), "--html", str(out))
     assert code == 2 and "CANNOT JUDGE" in out.read_text()
 
 
@@ -257,11 +250,11 @@ def test_gate_markdown_appends_to_the_github_step_summary(runs, tmp_path, capsys
     summary.write_text("# earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     args = ["gate", "--baseline", runs["bf16a"], "--candidate", runs["fp8"], "--markdown"]
-    code, stdout, _ = kveval(args, capsys)
+    code, stdout, _ = kveval(capsys, *args)
     assert code == 1
     written = summary.read_text()
     assert written.startswith("# earlier step\n") and stdout in written
-    kveval(args[:-1], capsys)  # without --markdown nothing is appended
+    kveval(capsys, *args[:-1])  # without --markdown nothing is appended
     assert summary.read_text() == written
 
 
@@ -274,8 +267,8 @@ def test_a_late_first_difference_in_a_long_answer_is_still_on_the_page(tmp_path,
                           status="ok", output=text, correct=label == "bf16a")
         runs[label] = write(tmp_path / f"{label}.jsonl", header(label, label), [item])
     out = tmp_path / "r.html"
-    kveval(["report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"], "-o", str(out)],
-           capsys)
+    kveval(capsys, "report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"], "-o",
+           str(out))
     page = out.read_text()
     assert "the answer is 4<mark>1</mark>" in page and "the answer is 4<mark>2</mark>" in page
     assert "[5015 characters before ...]" in page
@@ -296,8 +289,8 @@ def test_demo_writes_the_page_and_ends_with_its_path(runs, tmp_path, capsys):
 def test_gate_cannot_judge_goes_to_the_step_summary_too(runs, tmp_path, capsys, monkeypatch):
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    code, _, _ = kveval(["gate", "--baseline", runs["bf16a"], "--candidate",
-                         str(tmp_path / "no_such.jsonl"), "--markdown"], capsys)
+    code, _, _ = kveval(capsys, "gate", "--baseline", runs["bf16a"], "--candidate",
+                         str(tmp_path / "no_such.jsonl"), "--markdown")
     assert code == 2
     assert summary.read_text().startswith("### kveval gate: CANNOT JUDGE\n\n")
     assert "no\\_such\\.jsonl: no such run file" in summary.read_text()
@@ -305,9 +298,9 @@ def test_gate_cannot_judge_goes_to_the_step_summary_too(runs, tmp_path, capsys, 
 
 def test_every_noise_run_and_candidate_repeat_has_its_drift_row(runs, tmp_path, capsys):
     out = tmp_path / "r.html"
-    code, _, _ = kveval(["report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"],
+    code, _, _ = kveval(capsys, "report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"],
                          "--noise", runs["bf16b"], "--noise", runs["bf16a"],
-                         "--candidate-repeat", runs["fp8"], "-o", str(out)], capsys)
+                         "--candidate-repeat", runs["fp8"], "-o", str(out))
     shown = text_of(out.read_text())
     assert code == 1
     for row in ("gsm8k fp8 173/200 (86.5%)", "gsm8k bf16b 198/200 (99.0%)",
@@ -317,9 +310,9 @@ def test_every_noise_run_and_candidate_repeat_has_its_drift_row(runs, tmp_path, 
 
 def test_report_passes_skip_and_policy_to_the_gate(runs, tmp_path, capsys):
     out = tmp_path / "r.html"
-    code, _, _ = kveval(["report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"],
+    code, _, _ = kveval(capsys, "report", "--baseline", runs["bf16a"], "--candidate", runs["fp8"],
                          "--noise", runs["bf16b"], "--skip", "prompts",
-                         "--policy", "paired", "--margin", "30", "-o", str(out)], capsys)
+                         "--policy", "paired", "--margin", "30", "-o", str(out))
     shown = text_of(out.read_text())
     assert code == 0 and "PASS exit 0 · policy paired, margin 30 points" in shown
     assert "prompts - skipped" in shown and "gsm8k paired pass" in shown
