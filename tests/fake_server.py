@@ -12,8 +12,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.local_server import LocalServer
 
 # The answer text; for chat, a dict instead is the reply's message (content may be None, with
 # reasoning_content or reasoning beside it) and may carry the choice's finish_reason.
@@ -42,34 +44,14 @@ class Behaviour:
     error_message: str | None = None  # the message of a status_for error, e.g. vLLM's own
 
 
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 1024  # the default 5 drops connections under concurrency
-    daemon_threads = True
-
-
-class FakeServer:
+class FakeServer(LocalServer):
     def __init__(self, behaviour: Behaviour | None = None) -> None:
         self.behaviour = behaviour or Behaviour()
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self._lock = threading.Lock()
         self._completions = 0
-        self._httpd = _Server(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def __enter__(self) -> FakeServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__init__(self._handler())
 
     def _count(self) -> int:
         with self._lock:

@@ -18,18 +18,15 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.local_server import LocalServer
 
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\r# Heading [click](http://evil.example) **x** | y\x9b31m"
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-
-class HostileServer:
+class HostileServer(LocalServer):
     def __init__(self, mode: str, target: str | None = None,
                  models: list[str] | None = None, props: dict[str, Any] | None = None,
                  metrics: str | None = None) -> None:
@@ -40,25 +37,7 @@ class HostileServer:
         self.metrics = metrics
         self.seen: list[dict[str, Any]] = []  # method, path, headers (lower-case), body
         self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def origin(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    @property
-    def base_url(self) -> str:
-        return self.origin + "/v1"
-
-    def __enter__(self) -> HostileServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        super().__init__(self._handler())
 
     def posts(self) -> list[dict[str, Any]]:
         return [s for s in self.seen if s["method"] == "POST"]
