@@ -365,3 +365,17 @@ def test_report_takes_max_kl_and_gives_the_gates_verdict(
     header = page.read_text(encoding="utf-8").split("</header>")[0]
     assert code == gate_code == 1 and out.strip() == str(page)
     assert "REGRESSION" in header and "PASS" not in header
+
+
+@pytest.mark.parametrize("routes", [
+    {},  # no /tokenize: not vLLM
+    {"/tokenize": lambda body: {"count": 3}},
+    {"/tokenize": lambda body: {"tokens": [1]}, "/detokenize": lambda body: {"prompt": 3}},
+])
+def test_a_server_that_cannot_render_chat_is_one_line(routes: dict[str, Any]) -> None:
+    from kveval.errors import UsageError
+    from kveval.run.teacher import vllm_template
+
+    with FakeServer(Behaviour(post_routes=routes)) as server, pytest.raises(UsageError) as exc:
+        vllm_template(server.base_url, "m", None, 5).render([{"role": "user", "content": "hi"}])
+    assert "chat template" in str(exc.value) and "\n" not in str(exc.value)

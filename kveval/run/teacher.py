@@ -36,9 +36,9 @@ from kveval.run.runner import Job
 DEFAULT_K = 5
 Render = Callable[[Sequence[Message]], str]  # chat messages -> the templated prompt text
 _SPEC_FIELDS = {f.name for f in fields(TaskSpec)}
-CHAT_REFUSED = ("is a chat item: teacher forcing sends the prompt rendered with the model's "
-                "chat template, which kveval can do for the embedded engine and for vLLM "
-                "(/tokenize and /detokenize){why}; run the baseline with --api completions")
+CHAT_REFUSED = ("teacher forcing sends a chat item's prompt rendered with the model's chat "
+                "template, which kveval can do for the embedded engine and for vLLM (/tokenize "
+                "and /detokenize){why}; run the baseline with --api completions")
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,10 @@ def forced_item(record: ItemRecord) -> Item:
                 meta={k: v for k, v in record.meta.items() if k != "teacher_forced"})
 
 
-def prompt_text(item: Item, template: ChatTemplate | None) -> tuple[str, dict[str, Any]]:
+def prompt_text(item: Item, template: ChatTemplate) -> tuple[str, dict[str, Any]]:
     """The prompt text to append the answer to, and what the request adds for it."""
     if item.prompt is not None:
         return item.prompt, {}
-    if template is None:
-        raise UsageError(f"{item.item_id} " + CHAT_REFUSED.format(why=""))
     return template.render(item.messages or ()), template.body
 
 
@@ -113,7 +111,7 @@ def load_baseline(path: str) -> Run:
 
 
 def plan_forced(baseline: Run, model: str, k: int, seed: int | None, limit: int | None,
-                template: ChatTemplate | None, extra_body: dict[str, Any] | None = None
+                template: ChatTemplate, extra_body: dict[str, Any] | None = None
                 ) -> tuple[list[TaskSpec], list[Job]]:
     """The teacher-forced jobs: one per answered baseline item, with the answer's span."""
     label = baseline.header.label or baseline.path.stem
@@ -143,6 +141,16 @@ def embedded_template(model_path: str | None) -> ChatTemplate:
     return ChatTemplate(render)
 
 
+def _answer(data: Any, key: str) -> Any:
+    """`key` of a tokenizer endpoint's answer: the token list or the prompt text."""
+    from kveval.run.tokens import Unavailable
+
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, list if key == "tokens" else str):
+        raise Unavailable(f"the answer holds no {key}")
+    return value
+
+
 def vllm_template(base_url: str, model: str, api_key: str | None,
                   timeout: float) -> ChatTemplate:
     """vLLM's chat template, applied by the server: the messages' tokens from /tokenize
@@ -153,17 +161,13 @@ def vllm_template(base_url: str, model: str, api_key: str | None,
 
     def render(messages: Sequence[Message]) -> str:
         try:
-            tokens = server.post("/tokenize", {"model": model, "messages": list(messages),
-                                               "add_generation_prompt": True})
-            ids = tokens.get("tokens") if isinstance(tokens, dict) else None
-            text = server.post("/detokenize", {"model": model, "tokens": ids})
-            prompt = text.get("prompt") if isinstance(text, dict) else None
+            ids = _answer(server.post("/tokenize", {"model": model, "messages": list(messages),
+                                                    "add_generation_prompt": True}), "tokens")
+            prompt = _answer(server.post("/detokenize", {"model": model, "tokens": ids}),
+                             "prompt")
         except Unavailable as exc:
-            raise UsageError("a chat item " + CHAT_REFUSED.format(why=f" ({exc})")) from None
-        if not isinstance(ids, list) or not isinstance(prompt, str):
-            raise UsageError("a chat item " + CHAT_REFUSED.format(
-                why=" (the server's /tokenize or /detokenize answered something else)"))
-        return prompt
+            raise UsageError(CHAT_REFUSED.format(why=f" ({exc})")) from None
+        return str(prompt)
 
     return ChatTemplate(render, {"add_special_tokens": False})
 
