@@ -13,7 +13,8 @@ from kveval.formats.records import ItemRecord
 from kveval.judge.collapse import collapse_of, repetition
 from kveval.judge.floor import count_test, holm, run_effects, spread_test
 from kveval.show.words import points
-from tests.test_cli_verdicts import fingerprint, header, kveval, write
+from tests.clirun import kveval
+from tests.test_cli_verdicts import fingerprint, header, write
 
 
 def answer(i: int, output: str | None, finish: str = "stop", correct: bool | None = True,
@@ -60,11 +61,11 @@ def collapsing(tmp_path: Path) -> dict[str, str]:
 
 def test_gate_fails_a_collapsing_candidate_without_noise(collapsing, capsys):
     args = ["gate", "--baseline", collapsing["a"], "--candidate", collapsing["b"]]
-    code, out, _ = kveval(args, capsys)
+    code, out, _ = kveval(capsys, *args)
     assert code == 1, out
     assert "gsm8k collapse: b has 8 of 100 answers truncated or empty, the baseline's (a) 0" in out
     assert "COLLAPSE" in out and "gate: REGRESSION in gsm8k" in out
-    data = json.loads(kveval(args + ["--json"], capsys)[1])
+    data = json.loads(kveval(capsys, *args + ["--json"])[1])
     task = data["tasks"][0]
     assert task["collapsed"] and task["status"] == "regression"
     assert set(task["drift"]["collapse"]) >= {"truncated", "empty", "length_ratio", "repetition"}
@@ -74,27 +75,27 @@ def test_gate_fails_a_collapsing_candidate_without_noise(collapsing, capsys):
 def test_gate_judges_collapse_against_the_noise_floor(collapsing, tmp_path, capsys):
     noisy = write(tmp_path / "m.jsonl", header("m"),
                   [answer(i, "" if i % 10 == 0 else f"The answer is {i}.") for i in range(100)])
-    code, out, _ = kveval(["gate", "--baseline", collapsing["a"], "--candidate",
-                           collapsing["b"], "--noise", noisy], capsys)
+    code, out, _ = kveval(capsys, "gate", "--baseline", collapsing["a"], "--candidate",
+                           collapsing["b"], "--noise", noisy)
     assert code == 0, out  # the noise run is as empty as the candidate
-    code, _, _ = kveval(["gate", "--baseline", collapsing["a"], "--candidate", collapsing["b"],
-                         "--noise", collapsing["n"]], capsys)
+    code, _, _ = kveval(capsys, "gate", "--baseline", collapsing["a"], "--candidate",
+                        collapsing["b"], "--noise", collapsing["n"])
     assert code == 1
 
 
 def test_compare_and_score_report_collapse_per_task(collapsing, capsys):
-    code, out, _ = kveval(["compare", collapsing["a"], collapsing["b"], "--show", "1"], capsys)
+    code, out, _ = kveval(capsys, "compare", collapsing["a"], collapsing["b"], "--show", "1")
     assert code == 0
     assert "truncated" in out and "8 (8.0%)" in out and "word 4-grams" in out
     assert "(empty)" in out  # --show prints an empty answer as (empty), not a blank column
-    data = json.loads(kveval(["compare", collapsing["a"], collapsing["b"], "--json"], capsys)[1])
+    data = json.loads(kveval(capsys, "compare", collapsing["a"], collapsing["b"], "--json")[1])
     collapse = data["tasks"][0]["collapse"]
     assert (collapse["empty"], collapse["truncated"]) == (8, 0)
     assert collapse["length_ratio"] == pytest.approx(
         sum(len(f"The answer is {i}.") for i in range(8, 100))
         / sum(len(f"The answer is {i}.") for i in range(100)))
-    data = json.loads(kveval(["score", collapsing["b"], "--baseline", collapsing["a"], "--json"],
-                             capsys)[1])
+    data = json.loads(kveval(capsys, "score", collapsing["b"], "--baseline", collapsing["a"],
+                             "--json")[1])
     assert data["tasks"][0]["collapse"]["empty"] == 8
     assert data["tasks"][0]["collapse"]["length_ratio"] < 1
 
@@ -106,12 +107,12 @@ def test_null_answers_cut_by_a_reasoning_budget_are_truncated_not_identical(tmp_
             for i in range(20)]
     a = write(tmp_path / "a.jsonl", header("a"), base)
     b = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")), cand)
-    data = json.loads(kveval(["compare", a, b, "--json"], capsys)[1])
+    data = json.loads(kveval(capsys, "compare", a, b, "--json")[1])
     task = data["tasks"][0]
     assert task["candidate"]["identical"] == 0  # null answers never count as identical
     assert task["collapse"]["truncated"] == 20 and task["collapse"]["empty"] == 0
     assert task["reasoning"]["changed"] == 5 and task["reasoning"]["pairs"] == 20
-    code, out, _ = kveval(["compare", a, b], capsys)
+    code, out, _ = kveval(capsys, "compare", a, b)
     assert "reasoning (compared apart from the answer): b changed 5 of 20" in out
 
 
@@ -175,11 +176,11 @@ def test_gsm8k_drift_is_labelled_information_and_needle_rows_say_no_metric(tmp_p
                for i, item in enumerate(items)]
     a = write(tmp_path / "a.jsonl", header("a"), items)
     b = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")), changed)
-    code, out, _ = kveval(["gate", "--baseline", a, "--candidate", b], capsys)
+    code, out, _ = kveval(capsys, "gate", "--baseline", a, "--candidate", b)
     assert code == 0
     assert "gsm8k: drift, not judged: gsm8k is judged by accuracy; b changed 20 of 200" in out
     assert "flexible" not in out
-    code, out, _ = kveval(["score", b, "--baseline", a], capsys)
+    code, out, _ = kveval(capsys, "score", b, "--baseline", a)
     assert "flexible" not in out
 
 
@@ -198,7 +199,7 @@ def test_compare_holm_adjusts_the_spread_tests_across_tasks(tmp_path, capsys):
     noise = [run(f"n{k}", k, {"t1": c, "t2": c}) for k, c in ((1, 10), (2, 15), (3, 12))]
     cand = run("c", 5, {"t1": 40, "t2": 30})
     args = ["compare", a, cand, *(x for n in noise for x in ("--noise", n)), "--json"]
-    tests = [t["spread_test"] for t in json.loads(kveval(args, capsys)[1])["tasks"]]
+    tests = [t["spread_test"] for t in json.loads(kveval(capsys, *args)[1])["tasks"]]
     low, high = sorted(t["p_value"] for t in tests)
     assert low < high < 0.5
     assert sorted(t["adjusted_p"] for t in tests) == pytest.approx([2 * low, max(2 * low, high)])
@@ -214,7 +215,7 @@ def test_collapse_against_the_spread_of_several_noise_runs(tmp_path, capsys):
     floor = [x for label, k in (("n1", 8), ("n2", 10)) for x in ("--noise", run(label, k, 50))]
     like = run("like", 9, 100)
     worse = run("worse", 60, 150)
-    code, out, _ = kveval(["gate", "--baseline", a, "--candidate", like, *floor], capsys)
+    code, out, _ = kveval(capsys, "gate", "--baseline", a, "--candidate", like, *floor)
     assert code == 0, out
-    code, out, _ = kveval(["gate", "--baseline", a, "--candidate", worse, *floor], capsys)
+    code, out, _ = kveval(capsys, "gate", "--baseline", a, "--candidate", worse, *floor)
     assert code == 1 and "COLLAPSE" in out, out

@@ -10,12 +10,12 @@ from pathlib import Path
 import tomllib
 
 from kveval.formats.records import ItemRecord
+from tests.clirun import kveval
 from tests.test_cli_verdicts import (
     fingerprint,
     gate_args,
     gsm8k_items,
     header,
-    kveval,
     prompt_items,
     runs,  # noqa: F401  (fixture)
     write,
@@ -40,7 +40,7 @@ def scored_items(task: str, n: int, wrong: set[int] = frozenset(),
 def test_candidate_without_a_task_cannot_be_judged(runs, tmp_path, capsys):  # noqa: F811
     only_prompts = write(tmp_path / "c.jsonl", header("c", fingerprint=fingerprint("fp8")),
                          prompt_items(60, set()))
-    code, out, err = kveval(gate_args({**runs, "c": only_prompts}, "c"), capsys)
+    code, out, err = kveval(capsys, *gate_args({**runs, "c": only_prompts}, "c"))
     assert code == 2 and out == ""
     assert "cannot judge: candidate has no gsm8k; the baseline has 500 items" in err
     assert "Traceback" not in err
@@ -49,22 +49,22 @@ def test_candidate_without_a_task_cannot_be_judged(runs, tmp_path, capsys):  # n
 def test_noise_run_without_a_task_cannot_be_judged_unless_skipped(runs, tmp_path, capsys):  # noqa: F811
     noise = write(tmp_path / "n.jsonl", header("n"), gsm8k_items(500, set(range(41))))
     args = gate_args(runs, "fp8", "--noise", noise)
-    code, _, err = kveval(args, capsys)
+    code, _, err = kveval(capsys, *args)
     assert code == 2 and "cannot judge: noise run n has no prompts; the baseline has 60" in err
-    code, out, _ = kveval(args + ["--skip", "prompts"], capsys)
+    code, out, _ = kveval(capsys, *args + ["--skip", "prompts"])
     assert code == 0 and "prompts: skipped (--skip)" in out
 
 
 def test_skip_of_an_unknown_task_is_a_usage_error(runs, capsys):  # noqa: F811
-    code, _, err = kveval(gate_args(runs, "fp8", "--skip", "gsm8kk"), capsys)
+    code, _, err = kveval(capsys, *gate_args(runs, "fp8", "--skip", "gsm8kk"))
     assert code == 2 and "--skip gsm8kk: the baseline has no such task" in err
 
 
 def test_a_candidate_cut_short_counts_its_missing_items_as_errors(runs, tmp_path, capsys):  # noqa: F811
     cut = write(tmp_path / "cut.jsonl", header("cut", fingerprint=fingerprint("fp8")),
                 gsm8k_items(20, set()) + prompt_items(60, set()))
-    code, _, err = kveval(gate_args({**runs, "cut": cut}, "cut", "--max-error-rate", "0.02"),
-                          capsys)
+    code, _, err = kveval(capsys, *gate_args({**runs, "cut": cut}, "cut", "--max-error-rate",
+                                             "0.02"))
     assert code == 2
     assert "0 of 560 items are errors and 480 missing (85.7%), above --max-error-rate 0.02" in err
 
@@ -79,11 +79,11 @@ def test_errors_on_the_items_it_would_lose_fail_the_paired_policy(tmp_path, caps
                  scored_items("gsm8k", 500, errors=set(range(10))))
     args = ["gate", "--baseline", base, "--candidate", cand, "--policy", "paired",
             "--max-error-rate", "0.02"]
-    code, out, _ = kveval(args, capsys)
+    code, out, _ = kveval(capsys, *args)
     assert code == 1, out
     assert "worst case, counting b's 10 error(s) on items the baseline answered as losses" in out
     assert "gsm8k: in the worst case a loss larger than 3 points is not ruled out" in out
-    data = json.loads(kveval(args + ["--json"], capsys)[1])
+    data = json.loads(kveval(capsys, *args + ["--json"])[1])
     worst = data["tasks"][0]["accuracy"]["worst_case"]
     assert (worst["errors"], worst["lost"], data["verdict"]) == (10, 10, "regression")
 
@@ -96,17 +96,17 @@ def test_a_task_too_small_for_the_margin_cannot_be_judged(tmp_path, capsys):
     a = write(tmp_path / "a.jsonl", header("a"), items)
     b = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")), items)
     args = ["gate", "--baseline", a, "--candidate", b, "--policy", "paired"]
-    code, out, _ = kveval(args, capsys)
+    code, out, _ = kveval(capsys, *args)
     assert code == 2 and "REGRESSION" not in out
     assert ("needle: cannot judge: 40 items cannot rule out a loss of 3 points even if nothing "
             "changes: needs 125, or `--margin 8.8`") in out
     rows = [line.split() for line in out.splitlines() if line.startswith("needle  ")]
     assert rows[0][1] == "paired" and rows[0][-2:] == ["CANNOT", "JUDGE"]
-    code, out, _ = kveval(args + ["--skip", "needle"], capsys)
+    code, out, _ = kveval(capsys, *args + ["--skip", "needle"])
     assert code == 0 and "gate: PASS" in out and "skipped needle" in out
-    code, _, _ = kveval(args + ["--margin", "8.8"], capsys)
+    code, _, _ = kveval(capsys, *args + ["--margin", "8.8"])
     assert code == 0
-    data = json.loads(kveval(args + ["--json"], capsys)[1])
+    data = json.loads(kveval(capsys, *args + ["--json"])[1])
     assert data["verdict"] == "cannot judge" and data["exit_code"] == 2
     needle = next(t for t in data["tasks"] if t["task"] == "needle")
     assert needle["status"] == "cannot judge" and "needs 125" in needle["cannot_judge"]
@@ -148,7 +148,7 @@ def test_byte_identical_runs_never_regress_under_any_policy(tmp_path, capsys):
     for policy in ("overlap", "paired"):
         for extra in ([], ["--noise", str(copy)], ["--noise", a, "--noise", str(copy)]):
             args = ["gate", "--baseline", a, "--candidate", str(copy), "--policy", policy, *extra]
-            code, out, err = kveval(args, capsys)
+            code, out, err = kveval(capsys, *args)
             assert code in (0, 2), (policy, extra, out, err)
             assert "REGRESSION" not in out
 
@@ -174,23 +174,22 @@ def test_several_noise_runs_give_the_floor_a_spread(tmp_path, capsys):
     beyond = write(tmp_path / "x.jsonl", header("x", fingerprint=fingerprint("fp8")),
                    departing(300, 80, 6))
     floor = [arg for path in noise for arg in ("--noise", path)]
-    code, out, _ = kveval(["gate", "--baseline", a, "--candidate", within, *floor], capsys)
+    code, out, _ = kveval(capsys, "gate", "--baseline", a, "--candidate", within, *floor)
     assert code == 0, out
     assert "3 noise runs changed" in out and "within the noise floor" in out
-    code, out, _ = kveval(["gate", "--baseline", a, "--candidate", beyond, *floor], capsys)
+    code, out, _ = kveval(capsys, "gate", "--baseline", a, "--candidate", beyond, *floor)
     assert code == 1 and "beyond the noise floor" in out, out
-    data = json.loads(kveval(["compare", a, beyond, *floor, "--json"], capsys)[1])
+    data = json.loads(kveval(capsys, "compare", a, beyond, *floor, "--json")[1])
     task = data["tasks"][0]
     assert task["floor_spread_known"] and len(task["spread_test"]["noise"]) == 3
     assert task["spread_test"]["exceeds"] and len(task["between_noise"]) == 3
 
 
 def test_one_noise_run_says_the_floor_spread_is_unknown(runs, capsys):  # noqa: F811
-    code, out, _ = kveval(["compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"]],
-                          capsys)
+    code, out, _ = kveval(capsys, "compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"])
     assert code == 0 and "the floor's own spread is unknown" in out
-    data = json.loads(kveval(["compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"],
-                              "--json"], capsys)[1])
+    data = json.loads(kveval(capsys, "compare", runs["bf16a"], runs["fp8"], "--noise",
+                             runs["bf16b"], "--json")[1])
     assert data["tasks"][0]["floor_spread_known"] is False
 
 
@@ -199,12 +198,12 @@ def test_candidate_repeat_reports_its_own_instability(runs, tmp_path, capsys):  
                   gsm8k_items(500, set(range(6, 53)), changed=set(range(40, 106)))
                   + prompt_items(60, {1, 3}))
     args = gate_args(runs, "fp8", "--noise", runs["bf16b"], "--candidate-repeat", again)
-    code, out, _ = kveval(args, capsys)
+    code, out, _ = kveval(capsys, *args)
     assert code == 0
     assert ("gsm8k: candidate's own instability: fp8r changed 66 of 500 of fp8's answers "
             "(noise floor: 50 of 500)") in out
-    data = json.loads(kveval(["compare", runs["bf16a"], runs["fp8"], "--candidate-repeat", again,
-                              "--json"], capsys)[1])
+    data = json.loads(kveval(capsys, "compare", runs["bf16a"], runs["fp8"], "--candidate-repeat",
+                             again, "--json")[1])
     assert data["tasks"][0]["instability"][0]["changed"] == 66
     assert data["candidate_repeats"][0]["label"] == "fp8r"
 
@@ -215,10 +214,10 @@ def test_every_noise_run_and_repeat_must_share_the_sampling(runs, tmp_path, caps
                   gsm8k_items(500, set(range(41))) + prompt_items(60, set()))
     for option in ("--noise", "--candidate-repeat"):
         args = ["compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"], option, other]
-        code, _, err = kveval(args, capsys)
+        code, _, err = kveval(capsys, *args)
         assert code == 2 and "different sampling parameters: temperature 0.0 vs 0.7" in err
-        code, _, err = kveval(gate_args(runs, "fp8", "--noise", runs["bf16b"], option, other),
-                              capsys)
+        code, _, err = kveval(capsys, *gate_args(runs, "fp8", "--noise", runs["bf16b"], option,
+                                                 other))
         assert code == 2 and "different sampling parameters" in err
 
 
@@ -228,19 +227,19 @@ def test_a_task_whose_candidate_answers_are_all_errors_is_named(tmp_path, capsys
     b = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")),
               scored_items("gsm8k", 100) + scored_items("needle", 10, errors=set(range(10))))
     args = ["gate", "--baseline", a, "--candidate", b, "--max-error-rate", "1"]
-    code, out, _ = kveval(args, capsys)
+    code, out, _ = kveval(capsys, *args)
     assert code == 2, out
     assert "needle: cannot judge: no item of needle was answered in both runs" in out
-    data = json.loads(kveval(args + ["--json"], capsys)[1])
+    data = json.loads(kveval(capsys, *args + ["--json"])[1])
     assert [(t["task"], t["status"]) for t in data["tasks"]] == [("gsm8k", "pass"),
                                                                 ("needle", "cannot judge")]
-    assert kveval(args + ["--skip", "needle"], capsys)[0] == 0
+    assert kveval(capsys, *args + ["--skip", "needle"])[0] == 0
 
 
 def test_each_noise_run_and_repeat_is_checked_to_be_a_rerun(runs, capsys):  # noqa: F811
     args = ["compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"], "--noise",
             runs["fp8bad"], "--candidate-repeat", runs["bf16b"]]
-    code, out, _ = kveval(args, capsys)
+    code, out, _ = kveval(capsys, *args)
     assert code == 0
     assert ("warning: the noise run fp8bad differs from bf16a's setup "
             "(metrics.cache_config_info.cache_dtype)") in out

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from kveval.formats.records import ItemRecord
-from tests.test_cli_verdicts import header, kveval, prompt_items, write
+from tests.clirun import kveval
+from tests.test_cli_verdicts import header, prompt_items, write
 
 EVIL_LABEL = "x\x1b[31mred\x07\n# heading [l](http://e)"
 EVIL_MODEL = "m\x1b]0;title\x07odel # x"
@@ -41,7 +42,7 @@ def test_text_strips_escape_sequences_everywhere(evil, capsys):
     for args in (["compare", evil["a"], evil["b"], "--noise", evil["n"], "--show", "1"],
                  ["gate", "--baseline", evil["a"], "--candidate", evil["b"], "--noise",
                   evil["n"]]):
-        code, out, _ = kveval(args, capsys)
+        code, out, _ = kveval(capsys, *args)
         assert code in (0, 1)
         _no_controls(out)
         assert "xred" in out and "model # x" in out
@@ -51,7 +52,7 @@ def test_markdown_escapes_every_line(evil, capsys):
     for args in (["compare", evil["a"], evil["b"], "--noise", evil["n"], "--show", "1"],
                  ["gate", "--baseline", evil["a"], "--candidate", evil["b"], "--noise",
                   evil["n"]]):
-        code, out, _ = kveval(args + ["--markdown"], capsys)
+        code, out, _ = kveval(capsys, *args + ["--markdown"])
         _no_controls(out)
         assert "[l](http://e)" not in out and r"\[l\]\(http://e\)" in out
         assert "<b>" not in out
@@ -61,8 +62,7 @@ def test_markdown_escapes_every_line(evil, capsys):
 
 
 def test_markdown_escapes_warnings(evil, capsys):
-    _, out, _ = kveval(["compare", evil["a"], evil["b"], "--noise", evil["n"], "--markdown"],
-                       capsys)
+    _, out, _ = kveval(capsys, "compare", evil["a"], evil["b"], "--noise", evil["n"], "--markdown")
     warnings = [line for line in out.splitlines() if line.startswith("> **warning:**")]
     assert warnings and all("\x1b" not in w for w in warnings)
     assert any(r"\#" in w or r"\[" in w for w in warnings)
@@ -71,7 +71,7 @@ def test_markdown_escapes_warnings(evil, capsys):
 def test_json_keeps_strings_as_they_are(evil, capsys):
     import json
 
-    _, out, _ = kveval(["compare", evil["a"], evil["b"], "--json"], capsys)
+    _, out, _ = kveval(capsys, "compare", evil["a"], evil["b"], "--json")
     assert json.loads(out)["baseline"]["label"] == EVIL_LABEL
 
 
@@ -82,6 +82,6 @@ def test_grid_sections_escape_a_hostile_task_name(tmp_path, capsys):
                         meta={"target_tokens": 1024, "depth": 50, "measured_tokens": 1000})
              for i in range(4)]
     path = write(tmp_path / "g.jsonl", header("g"), items)
-    code, out, _ = kveval(["score", path, "--markdown"], capsys)
+    code, out, _ = kveval(capsys, "score", path, "--markdown")
     assert code == 0 and "accuracy by context length" in out
     assert "[l](http://e)" not in out and not re.search(r"(^|\*\*)# ", out, re.M)
