@@ -128,13 +128,16 @@ class TaskDrift:
 class Comparison:
     base: Side
     candidate: Side
-    noise: Side | None  # the first noise run
     pairing: Pairing
-    noise_pairing: Pairing | None  # the first noise run's
     tasks: tuple[TaskDrift, ...]
     noises: tuple[Side, ...] = ()  # every noise run
     repeats: tuple[Side, ...] = ()  # more runs of the candidate's setup
     noise_pairings: tuple[Pairing, ...] = ()  # every noise run's, in the order of `noises`
+
+    @property
+    def noise(self) -> Side | None:
+        """The first noise run."""
+        return self.noises[0] if self.noises else None
 
 
 def _pair_or_fail(base: Side, other: Side) -> Pairing:
@@ -163,9 +166,8 @@ def compare_sides(base: Side, candidate: Side, noise: Side | None = None, show: 
                     [[by_task(_pair_or_fail(a, b).pairs) for b in all_noise[i + 1:]]
                      for i, a in enumerate(all_noise)])
     tasks = holm_spreads([task_drift(task, runs, show) for task in runs.candidate])
-    return Comparison(base, candidate, all_noise[0] if all_noise else None, pairing,
-                      noise_pairings[0] if noise_pairings else None, tasks, tuple(all_noise),
-                      tuple(repeats), tuple(noise_pairings))
+    return Comparison(base, candidate, pairing, tasks, tuple(all_noise), tuple(repeats),
+                      tuple(noise_pairings))
 
 
 def holm_spreads(tasks: Sequence[TaskDrift]) -> tuple[TaskDrift, ...]:
