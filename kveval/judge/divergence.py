@@ -227,10 +227,14 @@ def wilcoxon_greater(x: np.ndarray, y: np.ndarray) -> float:
 class TaskDivergence:
     task: str
     candidate: Divergence
-    noise: Divergence | None  # the first noise run with log-probabilities for this task
     test: KlTest | None  # None without a noise run or without shared items
     max_kl: float | None = None  # the gate's tolerated excess over the noise floor, when set
     noise_runs: tuple[Divergence | None, ...] = ()  # every noise run's (None: no log-probs)
+
+    @property
+    def noise(self) -> Divergence | None:
+        """The first noise run with log-probabilities for this task."""
+        return next((d for d in self.noise_runs if d is not None), None)
 
     @property
     def failed(self) -> bool:
@@ -260,6 +264,6 @@ def task_divergences(pairs: Sequence[Any], noise_runs: Sequence[Sequence[Any]] =
         floors = [n for n in noises if n]
         test = kl_test(cand, *floors, shift=max_kl or 0.0) if floors else None
         runs = tuple(summarize(n) if n else None for n in noises)
-        found.append(TaskDivergence(task, summarize(cand), summarize(floors[0]) if floors else None,
-                                    test if test and test.items else None, max_kl, runs))
+        found.append(TaskDivergence(task, summarize(cand), test if test and test.items else None,
+                                    max_kl, runs))
     return found
