@@ -4,7 +4,7 @@ functions, so `kveval --help` stays fast."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,12 +26,14 @@ def load(path: str, shared: Shared | None = None) -> Side:
     return side_from_run(read_run(path, judging=True, shared=shared))
 
 
-def load_all(paths: Sequence[str]) -> list[Side]:
-    """The runs judged together: what they hold alike is read once (formats/reader.py)."""
+def load_all(paths: Sequence[str],
+             load_one: Callable[[str, Shared | None], Side] | None = None) -> list[Side]:
+    """The runs judged together, each read by `load_one` (default `load`): what they hold
+    alike is read once (formats/reader.py)."""
     from kveval.formats.reader import Shared
 
     shared = Shared()  # dropped once read: judging needs only the runs
-    return [load(path, shared) for path in paths]
+    return [(load_one or load)(path, shared) for path in paths]
 
 
 def load_run(path: str, shared: Shared | None = None) -> Side:

@@ -169,14 +169,13 @@ def score(run_path: str, baseline: str | None, effective_threshold: float, as_js
     whether the intervals overlap, and on the paired items the discordant counts, the
     exact McNemar p, a 95% interval for the difference, and the largest loss not ruled out.
     """
-    from kveval.formats.reader import Shared
     from kveval.judge.verdict import score_report
     from kveval.show import report
 
     _check_output(as_json, markdown)
-    shared = Shared()
-    run = reading.load_run(run_path, shared)
-    base = reading.load_run(baseline, shared) if baseline else None
+    run, *rest = reading.load_all([run_path, *([baseline] if baseline else [])],
+                                  reading.load_run)
+    base = rest[0] if rest else None
     reading.check_fewshot(run, base)
     result = score_report(run, base)
     extras = task_extras(run, base)
