@@ -50,7 +50,7 @@ bench: install-local
 	$(BIN)/python bench/cli_startup.py
 	$(BIN)/python bench/build_grid.py
 	$(BIN)/python bench/client_throughput.py $(DATA_ARG)
-	$(BIN)/python bench/gate_simulation.py
+	$(BIN)/python bench/gate_calibration.py --reps 200
 	$(BIN)/python bench/report_size.py
 	@mkdir -p $(BENCH_DIR)
 	@for kv in f16 q8_0 q4_0; do \

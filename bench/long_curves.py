@@ -6,7 +6,7 @@
 With --run it first runs bench/long_suite.toml four times on the embedded llama.cpp engine
 (f16, an f16 restart with --order shuffle, q8_0, q4_0; one to four minutes an item on 2 loaded
 CPU cores, 14 items a run). The first file is the baseline: every other run's AUC recovery
-(paired bootstrap 95%) and sign test are against it. Below the table: how far each task's
+(paired bootstrap 95%) and the paired test of each length are against it. Below the table: how far each task's
 prompts landed from their target lengths (measured_tokens against the server's
 usage.prompt_tokens, and that against the target).
 """
@@ -55,9 +55,10 @@ def _versus(curve: Curve) -> tuple[str, str]:
     recovery = "-" if r.value is None else f"{100 * r.value:.1f}%"
     if r.low is not None and r.high is not None:
         recovery += f" [{100 * r.low:.1f}, {100 * r.high:.1f}]"
-    sign = "no bucket differs" if v.sign.p is None else \
-        f"lower in {v.sign.lower} of {v.sign.buckets}, p = {v.sign.p:.2g}"
-    return recovery, sign
+    lower = [p for p in v.paired if p.lost]
+    tested = ", ".join(f"{length_label(p.length or 0)}: {p.lost} lower, p = {p.p_value:.2g}"
+                       for p in lower) or "no length lower"
+    return recovery, tested
 
 
 def table(paths: list[Path]) -> str:
@@ -67,7 +68,7 @@ def table(paths: list[Path]) -> str:
               for r in runs]
     lengths = sorted({b.length for found in by_run for c in found.values() for b in c.buckets})
     head = ["task", "run", *(length_label(n) for n in lengths), "AUC", "AUC recovery [95%]",
-            "sign test"]
+            "paired test per length (one-sided)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for task in by_run[0]:
         for r, found in zip(runs, by_run, strict=True):

@@ -113,9 +113,9 @@ def test_gate_drift_beyond_the_noise_floor_exits_1(runs, capsys):
 
 def test_gate_paired_policy_and_margin(runs, capsys):
     code, out, _ = kveval(capsys, *gate_args(runs, "fp8", "--policy", "paired", "--margin", "5"))
-    assert code == 0 and "rules out a loss larger than 5 points" in out
+    assert code == 0 and "rules out a loss above 5 points" in out
     code, out, _ = kveval(capsys, *gate_args(runs, "fp8", "--policy", "paired", "--margin", "1"))
-    assert code == 1 and "a loss larger than 1 points is not ruled out" in out
+    assert code == 2 and "cannot rule out a loss of 1 points: needs about 2,826" in out
 
 
 def test_gate_strict_metric(runs, capsys):
@@ -232,7 +232,11 @@ def test_gate_json_parses_back(runs, capsys):
     assert tasks["gsm8k"]["passed"] is False and tasks["gsm8k"]["rule"] == "overlap"
     assert tasks["gsm8k"]["accuracy"]["baseline"]["correct"] == 459
     assert tasks["prompts"]["rule"] == "drift"
-    assert tasks["prompts"]["drift"]["noise_test"]["drifts_more"] is True
+    assert tasks["prompts"]["drift"]["drift_test"]["shown"] is True
+    assert tasks["prompts"]["failed"] == ["drift"]
+    assert data["alpha"] == 0.05 and data["family_size"] >= 2
+    shown = {(c["task"], c["check"]) for c in data["checks"] if c["shown"]}
+    assert {("gsm8k", "accuracy"), ("prompts", "drift")} <= shown
     assert data["setup"]["differences"][0] == {
         "key": "metrics.cache_config_info.cache_dtype", "baseline": "auto", "candidate": "fp8"}
 
@@ -260,7 +264,8 @@ def test_compare_json_parses_back(runs, capsys):
     gsm8k = data["tasks"][0]
     assert gsm8k["task"] == "gsm8k"
     assert gsm8k["candidate"]["changed"] == 80 and gsm8k["noise"]["changed"] == 50
-    assert gsm8k["noise_test"]["candidate_only"] == 30
+    assert gsm8k["drift_test"]["candidate"] == 80 and gsm8k["drift_test"]["pool"] == [50]
+    assert gsm8k["drift_test"]["adjusted_p"] is None  # gsm8k is judged by accuracy
     assert len(gsm8k["diverged"]) == 2
     assert "fp8 changed 80 of 500 answers; the noise run bf16b changed 50" in gsm8k["summary"]
 
@@ -274,7 +279,8 @@ def test_score_json_parses_back(runs, capsys):
     assert gsm8k["extras"] == []
     paired = data["paired"][0]
     assert (paired["lost"], paired["gained"]) == (12, 6)
-    assert paired["overlap_verdict"] == "intervals overlap: no difference shown"
+    assert paired["overlap_verdict"] == "intervals overlap"
+    assert paired["loss_shown"] is False and paired["adjusted_p"] >= paired["p_value"] / 2
 
 
 # ---------------------------------------------------------------- compare and score text
@@ -329,9 +335,9 @@ def test_score_prints_like_the_published_reports(runs, capsys):
 def test_score_with_a_baseline_names_the_largest_loss(runs, capsys):
     code, out, _ = kveval(capsys, "score", runs["fp8"], "--baseline", runs["bf16a"])
     assert code == 0
-    assert "intervals overlap: no difference shown" in out
+    assert "intervals overlap" in out
     assert "500 questions cannot rule out a loss of" in out
-    assert "exact McNemar p = 0.24" in out
+    assert "(one-sided exact McNemar): a loss not shown at alpha 0.05 (p = 0.12" in out
 
 
 def test_score_counts_errors_apart(tmp_path, capsys):
@@ -367,14 +373,14 @@ def test_commands_import_no_heavy_modules():
 
 
 def test_score_appends_per_task_extra_sections(runs, capsys, monkeypatch):
-    from kveval.cli import verdicts as cli_verdicts
+    from kveval.show import extras
     from kveval.show.report import Rendered
 
     def grid(run, baseline):
         assert baseline is not None
         return {"gsm8k": [Rendered("LENGTH x DEPTH", "**length x depth**", {"grid": [1]})]}
 
-    monkeypatch.setattr(cli_verdicts, "task_extras", grid)
+    monkeypatch.setattr(extras, "task_extras", grid)
     args = ["score", runs["fp8"], "--baseline", runs["bf16a"]]
     assert "LENGTH x DEPTH" in kveval(capsys, *args)[1]
     assert "**length x depth**" in kveval(capsys, *args + ["--markdown"])[1]

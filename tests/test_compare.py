@@ -13,7 +13,6 @@ from kveval.judge.compare import (
     check_same_format,
     compare_sides,
     drift,
-    noise_test,
     pair_sides,
     prefix_ratio,
     shared_prefix_length,
@@ -104,51 +103,55 @@ def runs_with_changes(n: int, cand_changed: set[int], noise_changed: set[int]):
     return base, cand, noise
 
 
-def test_noise_test_counts_discordant_changes_on_the_same_items():
+def changed(base: Side, cand: Side, noise: Side):
+    test = compare_sides(base, cand, noise).tasks[0].changed
+    assert test is not None
+    return test
+
+
+def test_one_noise_run_tests_changes_item_by_item_as_exact_mcnemar():
+    from kveval.judge.stats import mcnemar_greater
+
     base, cand, noise = runs_with_changes(500, set(range(37)), set(range(30, 42)))
-    test = noise_test(pair_sides(base, cand).pairs, pair_sides(base, noise).pairs)
-    assert (test.items, test.candidate_changed, test.noise_changed) == (500, 37, 12)
-    assert (test.candidate_only, test.noise_only) == (30, 5)
-    assert test.p_value < 0.001
-    assert test.drifts_more
+    test = changed(base, cand, noise)
+    assert (test.items, test.candidate, test.pool) == (500, 37, (12,))
+    assert test.exact_p == pytest.approx(mcnemar_greater(30, 5))  # 30 only in b, 5 only in n
+    assert test.p_value == max(test.exact_p, test.spread_p) < 0.01 and not test.spread_measured
 
 
-def test_noise_test_within_the_noise_floor():
+def test_changes_like_the_noise_runs_are_within_the_floor():
     base, cand, noise = runs_with_changes(500, set(range(12)), set(range(100, 110)))
-    test = noise_test(pair_sides(base, cand).pairs, pair_sides(base, noise).pairs)
-    assert not test.drifts_more
-    assert test.p_value > 0.5
+    assert changed(base, cand, noise).p_value > 0.3
 
 
-def test_noise_test_less_drift_is_not_a_regression():
+def test_less_drift_than_the_noise_run_is_never_a_regression():
     base, cand, noise = runs_with_changes(500, set(), set(range(40)))
-    test = noise_test(pair_sides(base, cand).pairs, pair_sides(base, noise).pairs)
-    assert test.p_value < 0.05 and not test.drifts_more
+    assert changed(base, cand, noise).p_value == 1.0
 
 
-def test_noise_test_all_concordant():
+def test_no_change_anywhere_cannot_show_anything():
     base, cand, noise = runs_with_changes(50, set(), set())
-    test = noise_test(pair_sides(base, cand).pairs, pair_sides(base, noise).pairs)
-    assert test.p_value == 1.0 and not test.drifts_more
+    test = changed(base, cand, noise)
+    assert test.p_value == 1.0 and test.min_p == 1.0
 
 
 def test_compare_sides_by_task_with_noise_and_most_diverged():
     base = side("a", [item("1", "abcdef"), item("2", "abcdef"), item("p", "hello", task="chat")])
     cand = side("b", [item("1", "abcxxx"), item("2", "xbcdef"), item("p", "hello", task="chat")])
     noise = side("n", [item("1", "abcdef"), item("2", "abcdef"), item("p", "hello", task="chat")])
-    result = compare_sides(base, cand, noise, show=1)
+    result = compare_sides(base, cand, show=1, noises=[noise])
     assert [t.task for t in result.tasks] == ["gsm8k", "chat"]
     gsm8k = result.tasks[0]
     assert gsm8k.candidate.changed == 2
     assert gsm8k.noise is not None and gsm8k.noise.changed == 0
-    assert gsm8k.test is not None and gsm8k.test.candidate_only == 2
+    assert gsm8k.changed is not None and gsm8k.changed.candidate == 2
     assert [p.key[1] for p in gsm8k.diverged] == ["2"]
     assert result.tasks[1].diverged == ()
 
 
 def test_compare_without_noise_has_no_test():
     result = compare_sides(texts("a", ["x"]), texts("b", ["y"]))
-    assert result.tasks[0].noise is None and result.tasks[0].test is None
+    assert result.tasks[0].noise is None and result.tasks[0].changed is None
 
 
 def test_compare_needs_paired_items():

@@ -1,4 +1,5 @@
-"""Length curves: AUC on known curves, the paired bootstrap, the sign test, effective length."""
+"""Length curves: AUC on known curves, the paired bootstrap and its recovery test, the paired
+test per length and across lengths, effective length two ways."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from scipy.stats import binomtest
 
 from kveval.formats.records import ItemRecord
 from kveval.judge import curves, lengthstats
-from kveval.judge.curves import length_curve, recovery_failed, task_curves
+from kveval.judge.curves import CurveOptions, length_curve, task_curves
 
 
 def record(length: int, index: int, *, score: float | None = None, correct: bool | None = None,
@@ -54,20 +55,24 @@ def test_identical_runs_recover_exactly() -> None:
     curve = length_curve("copy", run(scores), run(scores))
     assert curve is not None and curve.versus is not None
     assert curve.versus.recovery == lengthstats.Recovery(1.0, 1.0, 1.0)
-    assert curve.versus.sign.p is None and curve.versus.sign.ties == 2
+    assert all(p.p_value == 1.0 and p.min_p == 1.0 for p in curve.versus.paired)
 
 
 def test_recovery_of_a_known_loss_and_its_interval() -> None:
     base = {n: [1.0] * 20 for n in (1024, 2048, 4096)}
     cand = {1024: [1.0] * 20, 2048: [1.0] * 15 + [0.0] * 5, 4096: [1.0] * 10 + [0.0] * 10}
-    curve = length_curve("copy", run(cand), run(base))
-    assert curve is not None and curve.versus is not None
-    r = curve.versus.recovery
+    strict = length_curve("copy", run(cand), run(base), options=CurveOptions(minimum=0.95))
+    loose = length_curve("copy", run(cand), run(base), options=CurveOptions(minimum=0.5))
+    assert strict is not None and strict.versus is not None
+    assert loose is not None and loose.versus is not None
+    r = strict.versus.recovery
     expected = lengthstats.auc([1024, 2048, 4096], [1.0, 0.75, 0.5])
     assert r.value == pytest.approx(expected)
     assert r.low is not None and r.high is not None
     assert r.low < expected < r.high < 1.0
-    assert recovery_failed(curve, 0.95) is True and recovery_failed(curve, 0.5) is False
+    # p of "the recovery is at least R": no bootstrap round reaches 95%, every one reaches 50%
+    assert r.p_below == pytest.approx(1 / 2001)
+    assert loose.versus.recovery.p_below == 1.0
 
 
 def test_bootstrap_is_seeded_and_pairs_items() -> None:
@@ -85,29 +90,51 @@ def test_bootstrap_is_seeded_and_pairs_items() -> None:
 def test_no_baseline_score_cannot_be_recovered() -> None:
     r = lengthstats.bootstrap_recovery([[0.5]], [[0.0]], [1024])
     assert r == lengthstats.Recovery(None, None, None)
-    curve = length_curve("copy", run({1024: [0.5]}), run({1024: [0.0]}))
-    assert curve is not None and recovery_failed(curve, 0.9) is None
-
-
-# ---------------------------------------------------------------- sign test
-
-
-@pytest.mark.parametrize("lower, higher", [(7, 1), (3, 3), (0, 4), (8, 0), (1, 0)])
-def test_sign_test_matches_scipy(lower: int, higher: int) -> None:
-    found = lengthstats.sign_test([-0.1] * lower + [0.2] * higher + [0.0])
-    expected = binomtest(lower, lower + higher, 0.5, alternative="greater").pvalue
-    assert (found.lower, found.buckets, found.ties) == (lower, lower + higher, 1)
-    assert found.p == pytest.approx(expected)
-
-
-def test_lower_in_7_of_8_buckets() -> None:
-    lengths = [1024 * 2 ** k for k in range(8)]
-    base = {n: [0.9, 0.8] for n in lengths}
-    cand = {n: [0.85, 0.8] for n in lengths[:7]} | {lengths[7]: [0.95, 0.8]}
-    curve = length_curve("copy", run(cand), run(base))
+    curve = length_curve("copy", run({1024: [0.5]}), run({1024: [0.0]}),
+                         options=CurveOptions(minimum=0.9))
     assert curve is not None and curve.versus is not None
-    sign = curve.versus.sign
-    assert (sign.lower, sign.buckets) == (7, 8) and sign.p == pytest.approx(9 / 256)
+    assert curve.versus.recovery.p_below is None and not curve.versus.recovery_judgeable
+
+
+# ---------------------------------------------------------------- paired tests per length
+
+
+@pytest.mark.parametrize("lost, gained", [(7, 1), (3, 3), (0, 4), (8, 0), (1, 0)])
+def test_a_length_of_right_or_wrong_answers_is_tested_by_exact_mcnemar(lost, gained) -> None:
+    base = [1.0] * lost + [0.0] * gained + [1.0, 0.0]
+    cand = [0.0] * lost + [1.0] * gained + [1.0, 0.0]
+    found = lengthstats.paired_scores(32768, base, cand)
+    expected = binomtest(lost, lost + gained, 0.5, alternative="greater").pvalue \
+        if lost + gained else 1.0
+    assert (found.lost, found.gained, found.binary) == (lost, gained, True)
+    assert found.p_value == pytest.approx(expected)
+    assert found.min_p == pytest.approx(0.5 ** (lost + gained))
+
+
+def test_graded_scores_are_tested_by_a_permutation_within_items() -> None:
+    from scipy.stats import permutation_test
+
+    base = [0.9, 0.8, 0.95, 0.7, 0.85, 0.9]
+    cand = [0.5, 0.8, 0.6, 0.72, 0.4, 0.3]
+    found = lengthstats.paired_scores(4096, base, cand)
+    expected = permutation_test((base, cand), lambda x, y: sum(x) / 6 - sum(y) / 6,
+                                permutation_type="samples", alternative="greater").pvalue
+    assert not found.binary and found.p_value == pytest.approx(expected)
+    assert found.min_p == pytest.approx(1 / 32)  # 5 items differ: 2^5 arrangements
+
+
+def test_the_longest_length_counts_in_full() -> None:
+    """A needle whose 32k score drops from 0.81 to 0.24 recovers 94% of its AUC (the
+    trapezoid gives the longest length little weight), yet its own test shows the loss."""
+    lengths = [1024, 2048, 4096, 8192, 16384, 32768]
+    base = {n: [1.0] * 21 for n in lengths[:-1]} | {32768: [1.0] * 17 + [0.0] * 4}
+    cand = {n: [1.0] * 21 for n in lengths[:-1]} | {32768: [1.0] * 5 + [0.0] * 16}
+    curve = length_curve("needle", run(cand, "needle"), run(base, "needle"))
+    assert curve is not None and curve.versus is not None
+    assert curve.versus.recovery.value is not None and curve.versus.recovery.value > 0.9
+    longest = curve.versus.paired[-1]
+    assert (longest.length, longest.lost, longest.gained) == (32768, 12, 0)
+    assert longest.p_value < 0.001
 
 
 # ---------------------------------------------------------------- buckets, effective length
@@ -133,10 +160,23 @@ def test_effective_length_follows_the_threshold() -> None:
     curve = length_curve("copy", run(scores))
     assert curve is not None
     assert curve.threshold == pytest.approx(0.9) and curve.effective_length == 2048
-    looser = length_curve("copy", run(scores), fraction=0.8)
+    looser = length_curve("copy", run(scores), options=CurveOptions(fraction=0.8))
     assert looser is not None and looser.effective_length == 8192
     zero = length_curve("copy", run({1024: [0.0], 2048: [0.0]}))
     assert zero is not None and zero.effective_length is None
+
+
+def test_effective_length_by_an_absolute_score_with_its_interval() -> None:
+    """RULER's rule: the longest length up to which every length scores at least the score."""
+    scores = {1024: [1.0] * 10, 2048: [0.9] * 10, 4096: [0.8] * 10, 8192: [0.9] * 10}
+    curve = length_curve("copy", run(scores), options=CurveOptions(score=0.85))
+    assert curve is not None and curve.absolute.length == 2048
+    assert (curve.absolute.low, curve.absolute.high) == (2048, 2048)  # no spread: no doubt
+    noisy = {1024: [1.0, 0.8] * 5, 2048: [1.0, 0.7] * 5, 4096: [1.0, 0.6] * 5}
+    wide = length_curve("copy", run(noisy), options=CurveOptions(score=0.84))
+    assert wide is not None and wide.absolute.length == 2048
+    assert wide.absolute.low == 1024
+    assert wide.absolute.high == 4096
 
 
 def test_only_long_context_tasks_get_curves() -> None:

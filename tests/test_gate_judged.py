@@ -81,11 +81,13 @@ def test_errors_on_the_items_it_would_lose_fail_the_paired_policy(tmp_path, caps
             "--max-error-rate", "0.02"]
     code, out, _ = kveval(capsys, *args)
     assert code == 1, out
-    assert "worst case, counting b's 10 error(s) on items the baseline answered as losses" in out
-    assert "gsm8k: in the worst case a loss larger than 3 points is not ruled out" in out
+    assert ("worst case, counting b's 10 error(s) on items the baseline answered as losses: "
+            "10 lost, 0 gained") in out
+    assert "A loss shown at alpha 0.05" in out
     data = json.loads(kveval(capsys, *args + ["--json"])[1])
     worst = data["tasks"][0]["accuracy"]["worst_case"]
     assert (worst["errors"], worst["lost"], data["verdict"]) == (10, 10, "regression")
+    assert data["tasks"][0]["outcome"] == "loss_shown"
 
 
 # ---------------------------------------------------------------- 3. cannot judge, no false verdict
@@ -98,8 +100,9 @@ def test_a_task_too_small_for_the_margin_cannot_be_judged(tmp_path, capsys):
     args = ["gate", "--baseline", a, "--candidate", b, "--policy", "paired"]
     code, out, _ = kveval(capsys, *args)
     assert code == 2 and "REGRESSION" not in out
-    assert ("needle: cannot judge: 40 items cannot rule out a loss of 3 points even if nothing "
-            "changes: needs 125, or `--margin 8.8`") in out
+    assert ("needle: cannot judge: 40 items with 0 (0.0%) of their answers flipping either way "
+            "cannot rule out a loss of 3 points: needs about 125 at that rate, or `--margin 8.8`"
+            ) in out
     rows = [line.split() for line in out.splitlines() if line.startswith("needle  ")]
     assert rows[0][1] == "paired" and rows[0][-2:] == ["CANNOT", "JUDGE"]
     code, out, _ = kveval(capsys, *args + ["--skip", "needle"])
@@ -109,7 +112,7 @@ def test_a_task_too_small_for_the_margin_cannot_be_judged(tmp_path, capsys):
     data = json.loads(kveval(capsys, *args + ["--json"])[1])
     assert data["verdict"] == "cannot judge" and data["exit_code"] == 2
     needle = next(t for t in data["tasks"] if t["task"] == "needle")
-    assert needle["status"] == "cannot judge" and "needs 125" in needle["cannot_judge"]
+    assert needle["status"] == "cannot judge" and "needs about 125" in needle["cannot_judge"]
 
 
 def rollout_sizes() -> dict[str, int]:
@@ -176,21 +179,22 @@ def test_several_noise_runs_give_the_floor_a_spread(tmp_path, capsys):
     floor = [arg for path in noise for arg in ("--noise", path)]
     code, out, _ = kveval(capsys, "gate", "--baseline", a, "--candidate", within, *floor)
     assert code == 0, out
-    assert "3 noise runs changed" in out and "within the noise floor" in out
+    assert "the noise runs n1, n2, n3 changed 22, 27, 24; their spread measured" in out
+    assert "more drift than the noise floor not shown" in out
     code, out, _ = kveval(capsys, "gate", "--baseline", a, "--candidate", beyond, *floor)
-    assert code == 1 and "beyond the noise floor" in out, out
+    assert code == 1 and "more drift than the noise floor shown" in out, out
     data = json.loads(kveval(capsys, "compare", a, beyond, *floor, "--json")[1])
     task = data["tasks"][0]
-    assert task["floor_spread_known"] and len(task["spread_test"]["noise"]) == 3
-    assert task["spread_test"]["exceeds"] and len(task["between_noise"]) == 3
+    assert task["drift_test"]["spread_measured"] and len(task["drift_test"]["pool"]) == 3
+    assert task["drift_test"]["shown"] and len(task["between_noise"]) == 3
 
 
 def test_one_noise_run_says_the_floor_spread_is_unknown(runs, capsys):  # noqa: F811
     code, out, _ = kveval(capsys, "compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"])
-    assert code == 0 and "the floor's own spread is unknown" in out
+    assert code == 0 and "their spread assumed (log-sd 0.25 of the rate; give --noise two" in out
     data = json.loads(kveval(capsys, "compare", runs["bf16a"], runs["fp8"], "--noise",
                              runs["bf16b"], "--json")[1])
-    assert data["tasks"][0]["floor_spread_known"] is False
+    assert data["tasks"][0]["drift_test"]["spread_measured"] is False
 
 
 def test_candidate_repeat_reports_its_own_instability(runs, tmp_path, capsys):  # noqa: F811

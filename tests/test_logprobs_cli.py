@@ -136,11 +136,13 @@ def test_compare_measures_the_known_perturbation_against_the_noise_floor(
     assert div["dlogp_mean"] == pytest.approx(math.log(0.6 / 0.5), abs=1e-3)
     assert div["flip_margin_median"] is None
     assert div["noise"]["kl_mean"] == 0
-    assert div["test"]["p_value"] < 0.001 and div["test"]["higher"]
+    assert div["test"]["p_value"] < 0.001 and div["test"]["beyond_floor"]
+    assert div["test"]["in_family"] is False  # without --max-kl: a warning
     code, text, _ = kveval(capsys, "compare", str(p["base"]), str(p["cand"]), "--noise",
                            str(p["noise"]))
     assert "cand raised the mean per-token KL from 0 (noise) to 0.023 nats on 12 items (" in text
-    assert "above the noise floor" in text
+    assert "beyond the noise floor shown at alpha 0.05" in text
+    assert "next-token distributions moved beyond the noise floor in prompts" in text
 
 
 def test_compare_without_log_probabilities_reports_none(capsys: Any, prompts: Path,
@@ -158,14 +160,16 @@ def test_gate_max_kl(capsys: Any, three_runs: dict[str, Path]) -> None:
     code, out, _ = kveval(capsys, *common, "--noise", str(p["noise"]), "--max-kl", "0.01")
     assert code == 1
     assert out.startswith("kveval gate: REGRESSION")
-    assert "gate: REGRESSION in prompts (--max-kl); exit 1" in out and "gate: PASS" not in out
+    assert "gate: REGRESSION in prompts (divergence)" in out and "gate: PASS" not in out
     code, out, _ = kveval(capsys, *common, "--noise", str(p["noise"]), "--max-kl", "0.1",
                           "--json")
     data = json.loads(out)
     assert code == 0 and data["verdict"] == "pass"
-    assert data["tasks"][0]["divergence"]["passed"] is True
+    assert data["tasks"][0]["divergence"]["test"]["beyond_floor"] is False
     code, out, _ = kveval(capsys, *common, "--noise", str(p["noise"]))  # reported, not judged
     assert code == 0 and "raised the mean per-token KL" in out
+    assert ("gate: PASS; next-token distributions moved beyond the noise floor in prompts "
+            "(Holm-adjusted p = 0.") in out
     code, _, err = kveval(capsys, *common, "--max-kl", "0.01")
     assert code == 2 and "--noise" in err
 
@@ -184,7 +188,7 @@ def test_max_kl_with_two_noise_runs_judges_against_their_mean(
     assert div["test"]["noise_kl"] == pytest.approx(KL_MOVED / 2, rel=1e-3)
     assert div["test"]["noise_runs"] == 2 and [n["label"] for n in div["noise_runs"]] == \
         ["noise", "moved"]
-    assert div["passed"] is True and code == 0
+    assert div["test"]["beyond_floor"] is False and code == 0
     code, text, _ = kveval(capsys, *common, "--noise", str(moved))
     assert "from 0.012 (mean of noise, moved) to 0.023 nats" in text
 

@@ -10,9 +10,9 @@ import pytest
 from kveval.errors import IncomparableError
 from kveval.formats.records import ItemRecord, RunHeader
 from kveval.judge.compare import Side, pair_sides
-from kveval.judge.stats import Interval
 from kveval.judge.verdict import (
     DEFAULT_MARGIN,
+    Family,
     check_error_rate,
     check_sampling,
     compare_accuracy,
@@ -20,8 +20,6 @@ from kveval.judge.verdict import (
     flatten,
     gate,
     inspect_setup,
-    overlap_regression,
-    paired_regression,
     score_report,
     score_side,
 )
@@ -230,24 +228,37 @@ def test_score_report_with_a_baseline_needs_paired_items():
 # ---------------------------------------------------------------- policies and the gate
 
 
-def test_overlap_policy_fails_only_a_candidate_wholly_below():
-    assert overlap_regression(Interval(0.89, 0.94), Interval(0.80, 0.88))
-    assert not overlap_regression(Interval(0.89, 0.94), Interval(0.85, 0.89))
-    assert not overlap_regression(Interval(0.80, 0.88), Interval(0.89, 0.94))
+def test_overlap_policy_also_fails_a_loss_the_paired_test_shows():
+    """45 of 50 right against 35 (10 lost, 0 gained): the Wilson intervals overlap, the
+    one-sided exact McNemar test shows the loss, so the gate cannot print PASS."""
+    base = run("a", accuracy_items(50, set(range(45, 50))))
+    cand = run("b", accuracy_items(50, set(range(35, 50))), fingerprint=fp8_fingerprint())
+    report = gate(base, cand)
+    comp = report.accuracy[0]
+    assert comp.overlap and report.verdict == "regression" and report.exit_code == 1
+    assert report.decisions[0].failed == ("accuracy",)
+    check = report.checks[0]
+    assert (check.kind, check.alarmed) == ("accuracy", True)
+    assert check.p_value == pytest.approx(0.5 ** 10)
 
 
-def test_paired_policy_needs_the_interval_to_rule_out_the_margin():
-    assert not paired_regression(Interval(-0.02, 0.01), 2)
-    assert paired_regression(Interval(-0.0201, 0.01), 2)
-    assert paired_regression(Interval(-0.001, 0.01), 0)
-    assert not paired_regression(Interval(0.001, 0.01), 0)
+def test_paired_policy_words_a_shown_loss_apart_from_a_margin_not_ruled_out():
+    base = run("a", accuracy_items(1319, set(range(150))))
+    shown = run("b", accuracy_items(1319, set(range(190))), fingerprint=fp8_fingerprint())
+    decision = gate(base, shown, policy="paired").decisions[0]
+    assert (decision.status, decision.outcome) == ("regression", "loss_shown")
+    lost = set(range(150)) | set(range(1000, 1030)) - set(range(1000, 1003))
+    near = run("c", accuracy_items(1319, lost - set(range(0, 40, 2)) | set(range(1100, 1120))),
+               fingerprint=fp8_fingerprint())
+    decision = gate(base, near, policy="paired", margin=1).decisions[0]
+    assert decision.status in ("regression", "cannot judge")
 
 
 def test_gate_passes_a_small_difference_under_overlap():
     base = run("a", accuracy_items(500, set(range(41))))
     cand = run("b", accuracy_items(500, set(range(6, 53))), fingerprint=fp8_fingerprint())
     report = gate(base, cand)
-    assert report.passed and report.exit_code == 0
+    assert report.verdict == "pass" and report.exit_code == 0
     assert [(d.task, d.rule, d.passed) for d in report.decisions] == [("gsm8k", "overlap", True)]
 
 
@@ -255,14 +266,18 @@ def test_gate_fails_a_large_loss_under_overlap():
     base = run("a", accuracy_items(500, set(range(41))))
     cand = run("b", accuracy_items(500, set(range(90))), fingerprint=fp8_fingerprint())
     report = gate(base, cand)
-    assert not report.passed and report.exit_code == 1
+    assert report.verdict == "regression" and report.exit_code == 1
 
 
 def test_gate_paired_policy_uses_the_margin():
+    """12 lost and 6 gained of 500: 3.6% of the answers flip, so 1 point needs about 2,826
+    items at that rate (cannot judge, exit 2); 5 points pass."""
     base = run("a", accuracy_items(500, set(range(41))))
     cand = run("b", accuracy_items(500, set(range(6, 53))), fingerprint=fp8_fingerprint())
-    assert gate(base, cand, policy="paired", margin=5).passed
-    assert not gate(base, cand, policy="paired", margin=1).passed
+    assert gate(base, cand, policy="paired", margin=5).verdict == "pass"
+    tight = gate(base, cand, policy="paired", margin=1)
+    assert tight.verdict == "cannot judge" and tight.exit_code == 2
+    assert "needs about 2,826 at that rate" in (tight.decisions[0].cannot_judge or "")
     assert gate(base, cand, policy="paired").margin == DEFAULT_MARGIN
 
 
@@ -270,9 +285,9 @@ def test_gate_strict_metric_judges_correct_strict():
     base_items = [gsm8k(i, True) for i in range(200)]
     cand_items = [gsm8k(i, True, strict=i >= 60) for i in range(200)]
     base, cand = run("a", base_items), run("b", cand_items, fingerprint=fp8_fingerprint())
-    assert gate(base, cand).passed
-    strict = gate(base, cand, metric="strict")
-    assert not strict.passed
+    assert gate(base, cand).verdict == "pass"
+    strict = gate(base, cand, family=Family(metric="strict"))
+    assert strict.verdict == "regression"
     assert strict.accuracy[0].metric == "strict"
 
 
@@ -280,8 +295,8 @@ def test_gate_strict_falls_back_for_tasks_with_one_match():
     items = [ItemRecord(task="needle", item_id=str(i), prompt_sha256=str(i), request={},
                         status="ok", output="x", correct=True) for i in range(50)]
     report = gate(run("a", items), run("b", items, fingerprint=fp8_fingerprint()),
-                  metric="strict")
-    assert report.passed and report.accuracy[0].metric == "flexible"
+                  family=Family(metric="strict"))
+    assert report.verdict == "pass" and report.accuracy[0].metric == "flexible"
 
 
 def drift_runs(cand_changed: int, noise_changed: int) -> tuple[Side, Side, Side]:
@@ -295,28 +310,28 @@ def drift_runs(cand_changed: int, noise_changed: int) -> tuple[Side, Side, Side]
 
 def test_gate_drift_beyond_the_noise_floor_fails_tasks_without_ground_truth():
     base, cand, noise = drift_runs(30, 3)
-    report = gate(base, cand, noise)
+    report = gate(base, cand, [noise])
     assert [(d.task, d.rule, d.passed) for d in report.decisions] == [("prompts", "drift", False)]
     assert report.exit_code == 1
 
 
 def test_gate_drift_within_the_noise_floor_passes():
     base, cand, noise = drift_runs(6, 5)
-    assert gate(base, cand, noise).passed
+    assert gate(base, cand, [noise]).verdict == "pass"
 
 
 def test_gate_cannot_judge_when_the_noise_run_lacks_a_task():
     base, cand, _ = drift_runs(30, 0)
     noise = run("n", accuracy_items(10, set()) + [prompt(0, "text 0")])
     noise_without_prompts = run("n", accuracy_items(10, set()))
-    assert gate(base, cand, noise, max_error_rate=1.0).decisions[0].rule == "drift"
+    assert gate(base, cand, [noise], max_error_rate=1.0).decisions[0].rule == "drift"
     base_both = run("a", list(base.items) + accuracy_items(10, set()))
     cand_both = run("b", list(cand.items) + accuracy_items(10, set()),
                     fingerprint=fp8_fingerprint())
     missing = "cannot judge: noise run n has no prompts; the baseline has 200 items"
     with pytest.raises(IncomparableError, match=missing):
-        gate(base_both, cand_both, noise_without_prompts)
-    report = gate(base_both, cand_both, noise_without_prompts, skip=("prompts",))
+        gate(base_both, cand_both, [noise_without_prompts])
+    report = gate(base_both, cand_both, [noise_without_prompts], family=Family(skip=("prompts",)))
     assert [(d.task, d.rule, d.skipped) for d in report.decisions] == [
         ("prompts", None, True), ("gsm8k", "overlap", False)]
 
@@ -332,7 +347,7 @@ def test_gate_leaves_tasks_without_ground_truth_unjudged_beside_judged_ones():
     cand = run("b", accuracy_items(100, set()) + [prompt(0, "y")], fingerprint=fp8_fingerprint())
     report = gate(base, cand)
     assert [(d.task, d.passed) for d in report.decisions] == [("gsm8k", True), ("prompts", None)]
-    assert report.passed
+    assert report.verdict == "pass"
 
 
 def test_gate_error_rate():

@@ -9,18 +9,22 @@ at white space) that repeat an earlier 4-gram of the same answer, averaged over 
 first 1,000 answers (the same items in every run; the score costs a few microseconds an
 answer, and compare reads runs of 100,000).
 
-The gate's collapse test: the candidate's count of truncated-or-empty answers against the
-noise floor's (the same tests as drift), or against the baseline's on the paired items when no
-noise run is given (exact one-sided McNemar).
+The gate's collapse checks, truncated answers and empty answers each on its own: the
+candidate's count against the pool of the baseline and every noise run on the items all of
+them answered (judge/floor.py: item by item, and with the runs' spread); without a noise run
+the pool is the baseline alone, and the item-by-item part is the exact one-sided McNemar test.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from kveval.formats.records import ItemRecord
+from kveval.judge.floor import CountTest, own_count_test
 
 NGRAM = 4  # words per n-gram in the repetition score
 REPETITION_SAMPLE = 1000  # answers per task the repetition score averages over
@@ -30,9 +34,9 @@ def truncated(item: ItemRecord) -> bool:
     return item.finish_reason == "length"
 
 
-def collapsed(item: ItemRecord) -> bool:
-    """Cut at max_tokens or empty: the answers the gate's collapse test counts."""
-    return truncated(item) or not (item.output or "").strip()
+def empty(item: ItemRecord) -> bool:
+    """No answer text and not cut at max_tokens."""
+    return not truncated(item) and not (item.output or "").strip()
 
 
 def repetition(text: str, n: int = NGRAM) -> float:
@@ -79,24 +83,32 @@ def length_ratio(candidate: Collapse, baseline: Collapse) -> float | None:
 
 @dataclass(frozen=True)
 class TaskCollapse:
-    """Collapse figures of the runs compared on one task's paired items."""
+    """Collapse figures of the runs compared on one task's shared items, and the candidate's
+    truncated and empty answers tested against the pool (the baseline and the noise runs)."""
 
     baseline: Collapse
     candidate: Collapse
-    noise: tuple[Collapse, ...]  # one per noise run, on its pairs with the baseline
-    candidate_only: int  # paired items collapsed in the candidate but not in the reference
-    reference_only: int  # ... and the other way round; the reference is the first noise run,
-    # or the baseline without one
+    noise: tuple[Collapse, ...]  # one per noise run
+    truncated_test: CountTest
+    empty_test: CountTest
 
     @property
     def length_ratio(self) -> float | None:
         return length_ratio(self.candidate, self.baseline)
 
 
-def discordant(candidate: Sequence[ItemRecord], reference: Sequence[ItemRecord]) -> tuple[int, int]:
-    """(collapsed only in the candidate, collapsed only in the reference), item by item."""
-    mine, theirs = list(map(collapsed, candidate)), list(map(collapsed, reference))
-    if len(mine) != len(theirs):
-        raise ValueError("discordant() needs the same items in both runs")
-    return (sum(m and not t for m, t in zip(mine, theirs, strict=True)),
-            sum(t and not m for m, t in zip(mine, theirs, strict=True)))
+def flags(runs: Sequence[Sequence[ItemRecord]], which: Callable[[ItemRecord], bool],
+          ) -> np.ndarray:
+    """Runs x items: which of each run's answers are truncated (or empty)."""
+    return np.array([[which(item) for item in run] for run in runs], dtype=bool).reshape(
+        len(runs), -1)
+
+
+def task_collapse(pool: Sequence[Sequence[ItemRecord]], candidate: Sequence[ItemRecord],
+                  ) -> TaskCollapse:
+    """`pool`: the baseline's and each noise run's records of the items the candidate's
+    records hold, in the same order."""
+    tests = [own_count_test(flags([candidate], which)[0], flags(pool, which))
+             for which in (truncated, empty)]
+    return TaskCollapse(collapse_of(pool[0]), collapse_of(candidate),
+                        tuple(collapse_of(run) for run in pool[1:]), *tests)

@@ -4,13 +4,13 @@ Runs are paired by (task, item_id). Per task: how many answers are identical, th
 shared-prefix ratio and the median position of the first difference (judge/pairs.py: a
 pair's common prefix over the longer output, in characters, two empty outputs scored 1,
 averaged over pairs; not the widely copied FP8 KV-cache tutorial's figure, which divides by
-the first file's answer and scores two empty answers 0). Given one noise run (the baseline
-setup restarted), the candidate's drift is tested against the noise run's on the same items:
-an exact McNemar test on the per-item indicator "identical to the baseline", noise vs
-candidate; the floor's own spread is then unknown. Given two or more, their spread is the
-floor (judge/floor.py). Drift is measured on the answer (`output`); a reasoning server's
-`reasoning` text is compared apart. Candidate repeats (more runs of the candidate's setup)
-show its own instability. Every task also gets its collapse figures (judge/collapse.py).
+the first file's answer and scores two empty answers 0). Given noise runs (the baseline's setup
+restarted), the candidate's changed answers are tested against the pool of the baseline and
+every noise run, on the items all of them answered (judge/floor.py): item by item, and with
+the spread between the runs once there are two noise runs or more. Drift is measured on the
+answer (`output`); a reasoning server's `reasoning` text is compared apart. Candidate repeats
+(more runs of the candidate's setup) show its own instability. Every task also gets its
+collapse figures and tests (judge/collapse.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kveval.errors import IncomparableError
-from kveval.formats.records import ItemRecord
-from kveval.judge.collapse import TaskCollapse, collapse_of, discordant
-from kveval.judge.floor import SpreadTest, holm, spread_test
+from kveval.judge.collapse import TaskCollapse, task_collapse
+from kveval.judge.floor import CountTest, changed_test
 from kveval.judge.pairs import (
     Pair,
     Pairing,
@@ -41,9 +40,6 @@ from kveval.judge.sides import (
     side_from_answers,
     side_from_run,
 )
-from kveval.judge.stats import mcnemar_exact
-
-ALPHA = 0.05  # drift beyond the noise floor: exact McNemar p below this
 
 __all__ = ["ANSWERS_TASK", "Pair", "Pairing", "Side", "by_task", "check_same_format",
            "check_tasks", "most_diverged", "pair_sides", "prefix_ratio", "shared_prefix_length",
@@ -76,49 +72,14 @@ def drift(pairs: Sequence[Pair]) -> Drift:
 
 
 @dataclass(frozen=True)
-class NoiseTest:
-    """Candidate vs noise run on the items all three runs answered."""
-
-    items: int
-    candidate_changed: int  # answers differing from the baseline's
-    noise_changed: int
-    candidate_only: int  # changed by the candidate but not by the noise run
-    noise_only: int  # changed by the noise run but not by the candidate
-    p_value: float  # exact McNemar on candidate_only vs noise_only
-
-    @property
-    def drifts_more(self) -> bool:
-        """The candidate changes more answers than the noise run does, beyond chance."""
-        return self.candidate_only > self.noise_only and self.p_value < ALPHA
-
-
-def noise_test(candidate: Sequence[Pair], noise: Sequence[Pair]) -> NoiseTest:
-    """The candidate's and the noise run's pairs of one task, item by item."""
-    noise_same = {p.base.item_id: p.identical for p in noise}
-    shared = [(not p.identical, not noise_same[p.base.item_id]) for p in candidate
-              if p.base.item_id in noise_same]
-    cand_only = sum(c and not n for c, n in shared)
-    noise_only = sum(n and not c for c, n in shared)
-    return NoiseTest(
-        items=len(shared),
-        candidate_changed=sum(c for c, _ in shared),
-        noise_changed=sum(n for _, n in shared),
-        candidate_only=cand_only,
-        noise_only=noise_only,
-        p_value=mcnemar_exact(cand_only, noise_only),
-    )
-
-
-@dataclass(frozen=True)
 class TaskDrift:
     task: str
     candidate: Drift
     noise: Drift | None  # the first noise run
-    test: NoiseTest | None  # candidate vs the first noise run, item by item
+    changed: CountTest | None  # the candidate's changed answers against the pool
     diverged: tuple[Pair, ...]  # the most diverged candidate pairs, most diverged first
     noise_runs: tuple[Drift, ...] = ()  # every noise run against the baseline
     between_noise: tuple[Drift, ...] = ()  # the noise runs against each other
-    spread: SpreadTest | None = None  # with two or more noise runs: their spread is the floor
     instability: tuple[Drift, ...] = ()  # each candidate repeat against the candidate
     reasoning: Drift | None = None  # the reasoning text, where a run recorded one
     collapse: TaskCollapse | None = None
@@ -165,18 +126,9 @@ def compare_sides(base: Side, candidate: Side, noise: Side | None = None, show: 
                     [by_task(_pair_or_fail(candidate, r).pairs) for r in repeats],
                     [[by_task(_pair_or_fail(a, b).pairs) for b in all_noise[i + 1:]]
                      for i, a in enumerate(all_noise)])
-    tasks = holm_spreads([task_drift(task, runs, show) for task in runs.candidate])
+    tasks = tuple(task_drift(task, runs, show) for task in runs.candidate)
     return Comparison(base, candidate, pairing, tasks, tuple(all_noise), tuple(repeats),
                       tuple(noise_pairings))
-
-
-def holm_spreads(tasks: Sequence[TaskDrift]) -> tuple[TaskDrift, ...]:
-    """Each task's spread test with its p-value Holm-adjusted across the tasks that have one."""
-    tested = [t for t in tasks if t.spread is not None]
-    adjusted = dict(zip((t.task for t in tested),
-                        holm([t.spread.p_value for t in tested if t.spread]), strict=True))
-    return tuple(replace(t, spread=replace(t.spread, adjusted_p=adjusted[t.task]))
-                 if t.spread is not None else t for t in tasks)
 
 
 @dataclass(frozen=True)
@@ -199,11 +151,10 @@ def task_drift(task: str, runs: RunPairs, show: int = 0) -> TaskDrift:
         task=task,
         candidate=drift(cand),
         noise=noise_runs[0] if noise else None,
-        test=noise_test(cand, noise[0]) if noise else None,
+        changed=changed_of(cand, noise),
         diverged=most_diverged(cand, show),
         noise_runs=noise_runs,
         between_noise=tuple(drift(pairs) for pairs in between),
-        spread=spread_of(cand, noise),
         instability=tuple(drift(r.get(task, [])) for r in runs.repeats),
         reasoning=reasoning_drift(cand),
         collapse=collapse_on_shared(cand, noise),
@@ -220,40 +171,26 @@ def _shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> list[list[
     return [[p for p in pairs if p.base.item_id in ids] for pairs in (cand, *noise)]
 
 
-def _changed(a: Sequence[ItemRecord], b: Sequence[ItemRecord]) -> int:
-    """Answers that differ between two runs' records of the same items, in the same order."""
-    return sum(x.output is None or y.output is None or x.output != y.output
-               for x, y in zip(a, b, strict=True))
-
-
-def spread_of(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> SpreadTest | None:
-    """With two or more noise runs: the candidate's changed answers against the spread of
-    the baseline's setup (every run against every other, on the items all of them answered)."""
-    if len(noise) < 2:
+def changed_of(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> CountTest | None:
+    """With noise runs: the candidate's changed answers against the pool of the baseline and
+    every noise run, on the items all of them answered."""
+    if not noise:
         return None
     shared = _shared(cand, noise)
     if not shared[0]:
         return None
-    runs = [[p.base for p in shared[0]], *([p.other for p in pairs] for pairs in shared[1:])]
-    mine = [p.other for p in shared[0]]
-    pairs = {(i, j): _changed(runs[i], runs[j])
-             for i in range(len(runs)) for j in range(i + 1, len(runs))}
-    among = [[pairs[min(i, j), max(i, j)] if i != j else 0 for j in range(len(runs))]
-             for i in range(len(runs))]
-    return spread_test([_changed(r, mine) for r in runs], among, len(mine))
+    runs = [[p.base.output for p in shared[0]],
+            *([p.other.output for p in pairs] for pairs in shared[1:]),
+            [p.other.output for p in shared[0]]]
+    return changed_test(runs)
 
 
 def collapse_on_shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> TaskCollapse:
-    """Collapse of every run on the items all of them answered; the candidate's collapsed
-    answers item by item against the first noise run's, or the baseline's without one."""
+    """Collapse of every run on the items all of them answered, the candidate's tested
+    against the pool of the baseline and every noise run."""
     shared = _shared(cand, noise)
-    base = [p.base for p in shared[0]]
-    mine = [p.other for p in shared[0]]
-    reference = [p.other for p in shared[1]] if noise else base
-    mine_only, reference_only = discordant(mine, reference)
-    return TaskCollapse(collapse_of(base), collapse_of(mine),
-                        tuple(collapse_of([p.other for p in pairs]) for pairs in shared[1:]),
-                        mine_only, reference_only)
+    pool = [[p.base for p in shared[0]], *([p.other for p in pairs] for pairs in shared[1:])]
+    return task_collapse(pool, [p.other for p in shared[0]])
 
 
 def reasoning_drift(pairs: Sequence[Pair]) -> Drift | None:

@@ -7,13 +7,16 @@ score with a 95% interval (Wilson when every score is 0 or 1, else Student's t, 
 the log-length span, so a perfect curve has AUC 1 (one bucket: its mean).
 
 Against a baseline, on the paired items (same task, item_id and prompt, both answered):
-the AUC recovery (candidate AUC / baseline AUC) with a paired bootstrap 95% interval
-(items resampled within each bucket, the same draw for both runs; numpy, seeded), and a
-sign test across buckets: in how many the candidate's paired mean is lower, one-sided
-exact binomial test against "lower and higher are equally likely" (ties dropped).
+a one-sided paired test per length (every length counts in full, the longest included) and
+one across every length together, stratified by item (judge/lengthstats.py); the AUC
+recovery (candidate AUC / baseline AUC) with a paired bootstrap 95% interval (items
+resampled within each bucket, the same draw for both runs; numpy, seeded), which needs at
+least MIN_PER_LENGTH paired items in every length.
 
-The effective length is the longest bucket up to which every bucket's mean stays at or
-above a threshold: a fraction (default 0.9) of the run's own shortest-bucket mean.
+The effective length two ways, each with a bootstrap 95% interval: relative, the longest
+length up to which every bucket's mean stays at or above a fraction (default 0.9) of the
+run's own shortest-bucket mean; absolute (RULER, Hsieh et al. 2024), the longest length up to
+which every bucket scores at least a fixed score (default 0.85).
 """
 
 from __future__ import annotations
@@ -23,16 +26,30 @@ from dataclasses import dataclass
 
 from kveval.formats.records import ItemRecord
 from kveval.judge.lengthstats import (
+    MIN_PER_LENGTH,
+    PairedScores,
     Recovery,
-    SignTest,
     auc,
     bootstrap_recovery,
+    effective_absolute,
+    effective_interval,
     effective_length,
     interval,
-    sign_test,
+    paired_scores,
 )
 
-DEFAULT_THRESHOLD = 0.9  # of the shortest bucket's mean
+DEFAULT_FRACTION = 0.9  # of the shortest bucket's mean: --effective-fraction
+DEFAULT_SCORE = 0.85  # RULER's absolute threshold: --effective-threshold
+
+
+@dataclass(frozen=True)
+class Effective:
+    """The effective length by one rule, with its bootstrap 95% interval."""
+
+    threshold: float | None  # the score every bucket up to it reaches
+    length: int | None
+    low: int | None
+    high: int | None
 
 
 @dataclass(frozen=True)
@@ -45,20 +62,6 @@ class Bucket:
 
 
 @dataclass(frozen=True)
-class PairedBucket:
-    length: int
-    pairs: int
-    mean: float | None  # the candidate's mean on the paired items
-    baseline_mean: float | None
-
-    @property
-    def difference(self) -> float | None:
-        if self.mean is None or self.baseline_mean is None:
-            return None
-        return self.mean - self.baseline_mean
-
-
-@dataclass(frozen=True)
 class Versus:
     """The curve against a baseline run."""
 
@@ -66,9 +69,17 @@ class Versus:
     buckets: tuple[Bucket, ...]  # the baseline's own curve
     auc: float | None
     effective_length: int | None
-    paired: tuple[PairedBucket, ...]
+    paired: tuple[PairedScores, ...]  # one per length, in order
+    across: PairedScores  # every length together
     recovery: Recovery
-    sign: SignTest
+
+    @property
+    def fewest_pairs(self) -> int:
+        return min((p.pairs for p in self.paired), default=0)
+
+    @property
+    def recovery_judgeable(self) -> bool:
+        return self.fewest_pairs >= MIN_PER_LENGTH and self.recovery.high is not None
 
 
 @dataclass(frozen=True)
@@ -77,9 +88,17 @@ class Curve:
     buckets: tuple[Bucket, ...]
     auc: float | None
     threshold_fraction: float
-    threshold: float | None  # the absolute score the effective length is judged against
-    effective_length: int | None
+    relative: Effective
+    absolute: Effective
     versus: Versus | None = None
+
+    @property
+    def threshold(self) -> float | None:
+        return self.relative.threshold
+
+    @property
+    def effective_length(self) -> int | None:
+        return self.relative.length
 
 
 # ---------------------------------------------------------------- scores per item
@@ -96,7 +115,8 @@ def item_score(record: ItemRecord) -> float | None:
 
 
 def long_context_items(task: str, items: Iterable[ItemRecord]) -> list[ItemRecord]:
-    return [r for r in items if r.task == task and isinstance(r.meta.get("target_tokens"), int)]
+    return [r for r in items if r.task == task and isinstance(r.meta.get("target_tokens"), int)
+            and not isinstance(r.meta.get("target_tokens"), bool)]
 
 
 def is_long_context(task: str, items: Iterable[ItemRecord]) -> bool:
@@ -121,9 +141,23 @@ def bucket(length: int, values: Sequence[float]) -> Bucket:
     return Bucket(length, len(values), mean, low, high)
 
 
-def _effective(buckets: Sequence[Bucket], fraction: float) -> tuple[float | None, int | None]:
-    scored = [b for b in buckets if b.mean is not None]
-    return effective_length([b.length for b in scored], [b.mean or 0.0 for b in scored], fraction)
+def _scored(buckets: Sequence[Bucket]) -> list[Bucket]:
+    return [b for b in buckets if b.mean is not None]
+
+
+def effective(groups: dict[int, list[float]], buckets: Sequence[Bucket], fraction: float,
+              score: float) -> tuple[Effective, Effective]:
+    """(relative, absolute) effective lengths of a run's own curve."""
+    scored = _scored(buckets)
+    lengths, means = [b.length for b in scored], [b.mean or 0.0 for b in scored]
+    values = [groups[n] for n in lengths]
+    threshold, longest = effective_length(lengths, means, fraction)
+    rel = Effective(threshold, longest,
+                    *(effective_interval(values, lengths, fraction, None) if threshold
+                      else (None, None)))
+    absolute = Effective(score, effective_absolute(lengths, means, score),
+                         *effective_interval(values, lengths, None, score))
+    return rel, absolute
 
 
 def own_curve(task: str, items: Sequence[ItemRecord], lengths: Sequence[int]) -> list[Bucket]:
@@ -146,31 +180,43 @@ def _paired_scores(task: str, items: Sequence[ItemRecord], baseline: Sequence[It
 
 
 def versus(task: str, items: Sequence[ItemRecord], baseline: Sequence[ItemRecord], label: str,
-           lengths: Sequence[int], fraction: float) -> Versus:
+           lengths: Sequence[int], fraction: float, minimum: float | None = None) -> Versus:
     groups = _paired_scores(task, items, baseline)
-    paired = tuple(PairedBucket(n, len(groups.get(n, [])),
-                                _mean([c for c, _ in groups.get(n, [])]),
-                                _mean([b for _, b in groups.get(n, [])])) for n in lengths)
+    paired = tuple(paired_scores(n, [b for _, b in groups.get(n, [])],
+                                 [c for c, _ in groups.get(n, [])]) for n in lengths)
+    every = [pair for n in lengths for pair in groups.get(n, [])]
     used = [n for n in lengths if groups.get(n)]
     recovery = bootstrap_recovery([[c for c, _ in groups[n]] for n in used],
-                                  [[b for _, b in groups[n]] for n in used], used)
+                                  [[b for _, b in groups[n]] for n in used], used, minimum)
     buckets = own_curve(task, baseline, lengths)
-    return Versus(label, tuple(buckets), _auc_of(buckets), _effective(buckets, fraction)[1],
-                  paired, recovery, sign_test([p.difference for p in paired]))
+    return Versus(label, tuple(buckets), _auc_of(buckets), _effective(buckets, fraction),
+                  paired, paired_scores(None, [b for _, b in every], [c for c, _ in every]),
+                  recovery)
+
+
+def _effective(buckets: Sequence[Bucket], fraction: float) -> int | None:
+    scored = _scored(buckets)
+    return effective_length([b.length for b in scored], [b.mean or 0.0 for b in scored],
+                            fraction)[1]
 
 
 def _auc_of(buckets: Sequence[Bucket]) -> float | None:
-    scored = [b for b in buckets if b.mean is not None]
+    scored = _scored(buckets)
     return auc([b.length for b in scored], [b.mean or 0.0 for b in scored])
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+@dataclass(frozen=True)
+class CurveOptions:
+    """--effective-fraction, --effective-threshold and --min-recovery."""
+
+    fraction: float = DEFAULT_FRACTION
+    score: float = DEFAULT_SCORE
+    minimum: float | None = None
 
 
 def length_curve(task: str, items: Sequence[ItemRecord],
                  baseline: Sequence[ItemRecord] | None = None, baseline_label: str = "baseline",
-                 fraction: float = DEFAULT_THRESHOLD) -> Curve | None:
+                 options: CurveOptions = CurveOptions()) -> Curve | None:
     """The task's length curve, with the baseline comparison when a baseline is given;
     None when the task's items carry no length."""
     mine = long_context_items(task, items)
@@ -179,37 +225,20 @@ def length_curve(task: str, items: Sequence[ItemRecord],
     theirs = long_context_items(task, baseline) if baseline is not None else []
     lengths = sorted({r.meta["target_tokens"] for r in mine + theirs})
     buckets = own_curve(task, mine, lengths)
-    threshold, longest = _effective(buckets, fraction)
-    against = versus(task, mine, theirs, baseline_label, lengths, fraction) \
-        if baseline is not None else None
-    return Curve(task, tuple(buckets), _auc_of(buckets), fraction, threshold, longest, against)
-
-
-def recovery_failed(curve: Curve, minimum: float) -> bool | None:
-    """The gate's rule: fails when the recovery interval's upper end is below `minimum`;
-    None when there is no interval to judge."""
-    if curve.versus is None or curve.versus.recovery.high is None:
-        return None
-    return curve.versus.recovery.high < minimum
+    relative, absolute = effective(_by_length(mine), buckets, options.fraction, options.score)
+    against = (versus(task, mine, theirs, baseline_label, lengths, options.fraction,
+                      options.minimum) if baseline is not None else None)
+    return Curve(task, tuple(buckets), _auc_of(buckets), options.fraction, relative, absolute,
+                 against)
 
 
 def task_curves(items: Sequence[ItemRecord], baseline: Sequence[ItemRecord] | None = None,
-                baseline_label: str = "baseline", fraction: float = DEFAULT_THRESHOLD,
+                baseline_label: str = "baseline", options: CurveOptions = CurveOptions(),
                 ) -> dict[str, Curve]:
     """The length curve of every long-context task in `items`, by task name."""
     found: dict[str, Curve] = {}
     for task in dict.fromkeys(r.task for r in items):
-        curve = length_curve(task, items, baseline, baseline_label, fraction)
+        curve = length_curve(task, items, baseline, baseline_label, options)
         if curve is not None:
             found[task] = curve
     return found
-
-
-def recovery_reason(curve: Curve, minimum: float) -> str:
-    """Why the gate's --min-recovery rule passed, failed or could not judge a task."""
-    r = curve.versus.recovery if curve.versus else Recovery(None, None, None)
-    if r.value is None or r.high is None or r.low is None:
-        return "AUC recovery cannot be judged: no paired scored items, or a baseline AUC of 0"
-    where = "is below" if r.high < minimum else "reaches"
-    return (f"AUC recovery {100 * r.value:.1f}% (95%: {100 * r.low:.1f}% to {100 * r.high:.1f}%); "
-            f"its upper end {where} the minimum {100 * minimum:g}%")

@@ -1,171 +1,220 @@
-"""One decision per task of the baseline: which rule judges it, pass or regression, or why it
-cannot be judged.
+"""The gate's one decision: every check of every task in one family, then one verdict per task.
 
-- overlap: the candidate's Wilson 95% interval overlaps the baseline's (or lies above it);
-- paired: the 95% interval for the paired accuracy difference, in the worst case (the
-  candidate's own errors counted as losses), rules out a loss larger than the margin. A task
-  too small for the margin even when no answer changes cannot be judged (exit 2);
-- drift, for tasks without ground truth when a noise run is given: the candidate does not
-  change more answers than the noise floor (one noise run: exact McNemar on the same items;
-  two or more: their spread, see judge/floor.py), Holm-adjusted across tasks;
-- collapse, every task: the candidate's truncated or empty answers do not exceed the noise
-  floor's (the same tests as drift) or, without a noise run, the baseline's (exact one-sided
-  McNemar on the paired items), Holm-adjusted across tasks.
+Checks (judge/checks.py), each a one-sided test with a p-value, Holm-adjusted together:
+- accuracy, tasks with ground truth: the exact one-sided McNemar test of the worst-case paired
+  table (the candidate's errors on items the baseline answered counted as losses);
+- drift, tasks without ground truth when noise runs are given: the candidate's changed
+  answers against the pool of the baseline's setup (judge/floor.py);
+- truncated and empty, every task: the candidate's answers cut at max_tokens, and its empty
+  ones, each against the pool (the baseline alone without a noise run);
+- length, every length of a long-context task, and lengths, all its lengths together where
+  its scores are graded (with 0/1 scores that test is the accuracy check itself);
+- recovery, long-context tasks with --min-recovery: "the AUC recovery is at least R";
+- divergence, tasks with log-probabilities in every run, with --max-kl.
+
+Task verdicts: under the overlap policy a task fails when a check of it is significant or its
+candidate's Wilson interval lies wholly below the baseline's. Under the paired policy a task
+fails with "a loss shown" when its accuracy check is significant, passes when Tango's 95%
+interval rules out a loss above its margin, cannot be judged when its size cannot reach the
+margin at its own flip rate (with the items it would need), and else fails with "a loss above
+the margin not ruled out". A task without ground truth is judged by drift beside collapse.
+Without --max-kl, divergence beyond the noise floor is a warning (its own Holm family) and
+never changes the exit code.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from kveval.judge.accuracy import PairedComparison
-from kveval.judge.compare import Comparison, NoiseTest, TaskDrift
-from kveval.judge.floor import ALPHA, count_test, holm
-from kveval.judge.stats import Interval, PairedTable, mcnemar_greater, paired_difference_ci
+from kveval.judge.checks import ALPHA, Check, adjust, first, of_task
+from kveval.judge.divergence import KlTest
+from kveval.judge.floor import CountTest
+from kveval.judge.lengthstats import MIN_PER_LENGTH, PairedScores, Recovery
+from kveval.judge.power import margin_items, reaches_margin
+from kveval.judge.stats import mcnemar_greater
 
-LARGEST_N = 10_000_000  # the search for the items a margin needs stops here
-
-
-def overlap_regression(baseline: Interval, candidate: Interval) -> bool:
-    """The overlap policy fails only a candidate whose interval lies wholly below the baseline's."""
-    return candidate.high < baseline.low
-
-
-def paired_regression(difference: Interval, margin_points: float) -> bool:
-    """The paired policy fails unless the interval rules out a loss larger than the margin."""
-    return difference.low < -margin_points / 100
+POLICIES = ("overlap", "paired")
+DEFAULT_MARGIN = 3.0  # points: the paired policy's largest tolerated loss
 
 
-def drift_regression(test: NoiseTest) -> bool:
-    return test.drifts_more
+@dataclass(frozen=True)
+class TaskEvidence:
+    """What the runs show for one task, as the checks read it."""
+
+    task: str
+    accuracy: PairedComparison | None = None  # tasks with ground truth
+    changed: CountTest | None = None  # with noise runs
+    truncated: CountTest | None = None
+    empty: CountTest | None = None
+    lengths: tuple[PairedScores, ...] = ()  # long-context tasks, one per length
+    across: PairedScores | None = None  # graded long-context scores, every length together
+    recovery: Recovery | None = None  # with --min-recovery
+    fewest_pairs: int = 0  # paired items in the task's smallest length
+    divergence: KlTest | None = None  # with log-probabilities and noise runs
+    margin: float | None = None  # the task's own margin (a suite's `margin`)
+    missing: str | None = None  # why the task cannot be judged at all
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class Options:
+    policy: str = "overlap"
+    margin: float = DEFAULT_MARGIN  # points
+    alpha: float = ALPHA
+    max_kl: float | None = None  # divergence joins the family
+    min_recovery: float | None = None  # recovery joins the family
+
+
+def _count(task: str, kind: str, test: CountTest | None) -> list[Check]:
+    return [] if test is None else [Check(task, kind, test.p_value, test.min_p)]
+
+
+def _accuracy(e: TaskEvidence) -> list[Check]:
+    if e.accuracy is None:
+        return []
+    t = e.accuracy.decisive.table
+    return [Check(e.task, "accuracy", mcnemar_greater(t.lost, t.gained), 0.5 ** t.discordant)]
+
+
+def _lengths(e: TaskEvidence) -> list[Check]:
+    found = [Check(e.task, "length", s.p_value, s.min_p, label=_length_label(s.length))
+             for s in e.lengths if s.pairs]
+    if e.across is not None:
+        found.append(Check(e.task, "lengths", e.across.p_value, e.across.min_p))
+    return found
+
+
+def _length_label(tokens: int | None) -> str:
+    if tokens is None:
+        return ""
+    return f"{tokens / 1024:g}k" if (tokens * 4) % 1024 == 0 else str(tokens)
+
+
+def _recovery(e: TaskEvidence, o: Options) -> list[Check]:
+    r = e.recovery
+    if o.min_recovery is None or r is None or r.p_below is None:
+        return []
+    if e.fewest_pairs < MIN_PER_LENGTH:
+        return []
+    return [Check(e.task, "recovery", r.p_below, 1 / (r.rounds + 1))]
+
+
+def task_checks(e: TaskEvidence, o: Options) -> list[Check]:
+    """Every check of one task, before adjustment."""
+    if e.skipped or e.missing:
+        return []
+    found = _accuracy(e)
+    if e.accuracy is None:
+        found += _count(e.task, "drift", e.changed)
+    found += _count(e.task, "truncated", e.truncated) + _count(e.task, "empty", e.empty)
+    found += _lengths(e) + _recovery(e, o)
+    if o.max_kl is not None and e.divergence is not None and e.divergence.items:
+        found.append(Check(e.task, "divergence", e.divergence.p_value, e.divergence.min_p))
+    return found
+
+
+def warnings_family(evidence: Sequence[TaskEvidence], o: Options) -> tuple[Check, ...]:
+    """Without --max-kl: divergence beyond the noise floor, its own family."""
+    if o.max_kl is not None:
+        return ()
+    found = [Check(e.task, "divergence", e.divergence.p_value, e.divergence.min_p)
+             for e in evidence if e.divergence is not None and e.divergence.items
+             and not e.skipped and not e.missing]
+    return adjust(found, o.alpha)
 
 
 @dataclass(frozen=True)
 class TaskDecision:
     task: str
-    rule: str | None  # "overlap", "paired" or "drift"; None when nothing judges the task
-    passed: bool | None  # False: a regression (collapse included); None: not judged
-    cannot_judge: str | None = None  # why the rule cannot judge this task, with the numbers
-    skipped: bool = False  # left out with --skip
-    collapsed: bool = False  # more truncated or empty answers than the floor, beyond chance
-    drift_p: float | None = None  # the drift test's p-value, Holm-adjusted across tasks
-    collapse_p: float | None = None  # the collapse test's p-value, Holm-adjusted across tasks
-    detail: str | None = None  # the reason in words, for rules judged elsewhere ("recovery")
+    rule: str | None  # "overlap", "paired", "drift", "collapse"; None: nothing judges it
+    status: str  # "pass", "regression", "cannot judge", "skipped", "not judged"
+    failed: tuple[str, ...] = ()  # the significant checks (and "overlap")
+    outcome: str | None = None  # paired: "loss_shown" or "not_ruled_out"
+    cannot_judge: str | None = None  # why, with the numbers
+    margin: float | None = None  # the paired policy's margin for this task (points)
 
     @property
-    def status(self) -> str:
-        """"pass", "regression", "cannot judge", "skipped" or "not judged"."""
-        if self.skipped:
-            return "skipped"
-        if self.passed is False:
-            return "regression"
-        if self.cannot_judge is not None:
-            return "cannot judge"
-        return "pass" if self.passed else "not judged"
+    def passed(self) -> bool | None:
+        return {"pass": True, "regression": False}.get(self.status)
+
+    @property
+    def skipped(self) -> bool:
+        return self.status == "skipped"
 
 
-@lru_cache(maxsize=4096)
-def best_case_loss(n: int) -> float:
-    """The loss (a fraction) n paired items cannot rule out even when no answer changes."""
-    return -paired_difference_ci(PairedTable(n, 0, 0, 0)).low
+def _paired(e: TaskEvidence, acc: PairedComparison, failed: list[str],
+            margin: float) -> TaskDecision:
+    worst = acc.decisive
+    if "accuracy" in failed:
+        return TaskDecision(e.task, "paired", "regression", tuple(failed), "loss_shown",
+                            margin=margin)
+    if failed:
+        return TaskDecision(e.task, "paired", "regression", tuple(failed), margin=margin)
+    if worst.difference.low >= -margin / 100:
+        return TaskDecision(e.task, "paired", "pass", margin=margin)
+    t = worst.table
+    if not reaches_margin(t.n, t.discordant, margin):
+        return TaskDecision(e.task, "paired", "cannot judge",
+                            cannot_judge=too_small(t.n, t.discordant, margin), margin=margin)
+    return TaskDecision(e.task, "paired", "regression", ("margin",), "not_ruled_out",
+                        margin=margin)
 
 
-def items_needed(margin_points: float) -> int | None:
-    """The fewest items whose best case rules out a loss larger than the margin; None past
-    LARGEST_N (a margin of 0 needs infinitely many)."""
-    margin = margin_points / 100
-    high = 1
-    while best_case_loss(high) > margin:
-        if high > LARGEST_N:
-            return None
-        high *= 2
-    low = high // 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if best_case_loss(mid) > margin else (low, mid)
-    return high
+def too_small(n: int, flips: int, margin: float) -> str:
+    """Why n items with this many flips cannot rule out the margin, with what they need: the
+    items at this flip rate, or the margin these items can reach."""
+    import math
+
+    from kveval.judge.power import expected_table
+    from kveval.judge.stats import paired_difference_ci
+
+    needed = margin_items(flips / n if n else 0.0, margin)
+    needs = f"needs about {needed:,} at that rate" if needed else "no number of items can"
+    reach = -paired_difference_ci(expected_table(n, flips)).low
+    wider = math.ceil(reach * 1000 - 1e-9) / 10
+    rate = f"{100 * flips / n:.1f}%" if n else "0%"
+    return (f"{n} items with {flips} ({rate}) of their answers flipping either way cannot rule "
+            f"out a loss of {margin:g} points: {needs}, or `--margin {wider:.1f}`")
 
 
-def too_small(n: int, margin_points: float) -> str | None:
-    """Why n items cannot judge the paired policy at this margin, or None when they can."""
-    loss = best_case_loss(n)
-    if loss <= margin_points / 100:
+def _recovery_missing(e: TaskEvidence, o: Options) -> str | None:
+    if o.min_recovery is None or e.recovery is None:
         return None
-    needed = items_needed(margin_points)
-    needs = f"needs {needed}" if needed else f"needs more than {LARGEST_N:,}"
-    wider = math.ceil(loss * 1000 - 1e-9) / 10
-    return (f"{n} items cannot rule out a loss of {margin_points:g} points even if nothing "
-            f"changes: {needs}, or `--margin {wider:.1f}`")
+    if e.fewest_pairs < MIN_PER_LENGTH:
+        return (f"AUC recovery needs at least {MIN_PER_LENGTH} paired items in every length; "
+                f"the smallest length has {e.fewest_pairs}")
+    if e.recovery.p_below is None:
+        return "AUC recovery cannot be judged: no paired scored items, or a baseline AUC of 0"
+    return None
 
 
-def drift_p(t: TaskDrift) -> float | None:
-    """The drift test's p-value: the spread test with two or more noise runs, else McNemar."""
-    if t.spread is not None:
-        return t.spread.p_value
-    return t.test.p_value if t.test is not None else None
+def decide_task(e: TaskEvidence, checks: Sequence[Check], o: Options) -> TaskDecision:
+    if e.skipped:
+        return TaskDecision(e.task, None, "skipped")
+    if e.missing:
+        return TaskDecision(e.task, None, "cannot judge", cannot_judge=e.missing)
+    failed = [c.name for c in of_task(checks, e.task) if c.alarmed]
+    blocked = _recovery_missing(e, o)
+    acc = e.accuracy
+    if acc is not None and o.policy == "paired":
+        d = _paired(e, acc, failed, e.margin if e.margin is not None else o.margin)
+    elif acc is not None:
+        if acc.candidate.interval.high < acc.baseline.interval.low:
+            failed.append("overlap")
+        d = TaskDecision(e.task, o.policy, "regression" if failed else "pass", tuple(failed))
+    else:
+        rule = "drift" if first(checks, e.task, "drift") else "collapse"
+        status = "regression" if failed else ("pass" if rule == "drift" else "not judged")
+        d = TaskDecision(e.task, rule, status, tuple(failed))
+    if blocked and d.status != "regression":
+        return TaskDecision(e.task, d.rule, "cannot judge", cannot_judge=blocked, margin=d.margin)
+    return d
 
 
-def drifts_beyond(t: TaskDrift, adjusted_p: float) -> bool:
-    if adjusted_p >= ALPHA:
-        return False
-    return t.spread is not None or (t.test is not None and
-                                    t.test.candidate_only > t.test.noise_only)
-
-
-def collapse_p(t: TaskDrift) -> float | None:
-    c = t.collapse
-    if c is None or not c.candidate.answers:
-        return None
-    if len(c.noise) >= 2:
-        runs = [c.baseline.collapsed, *(n.collapsed for n in c.noise)]
-        return count_test(c.candidate.collapsed, runs, c.candidate.answers).p_value
-    return mcnemar_greater(c.candidate_only, c.reference_only)
-
-
-def _holm(found: dict[str, float | None]) -> dict[str, float]:
-    tested = {task: p for task, p in found.items() if p is not None}
-    return dict(zip(tested, holm(list(tested.values())), strict=True))
-
-
-def _primary(t: TaskDrift, comp: PairedComparison | None, policy: str, margin: float,
-             drift: float | None) -> tuple[str | None, bool | None, str | None]:
-    """(rule, passed, why it cannot judge) by the accuracy policy or drift."""
-    if comp is not None and policy == "paired":
-        worst = comp.decisive
-        why = too_small(worst.table.n, margin)
-        return "paired", None if why else not paired_regression(worst.difference, margin), why
-    if comp is not None:
-        return policy, not overlap_regression(comp.baseline.interval,
-                                              comp.candidate.interval), None
-    if drift is not None:
-        return "drift", not drifts_beyond(t, drift), None
-    return None, None, None
-
-
-def decide(policy: str, margin: float, comparisons: Sequence[PairedComparison],
-           comparison: Comparison, skip: Sequence[str] = ()) -> tuple[TaskDecision, ...]:
-    """One decision per task of the baseline, in its order: a task with no pair answered in
-    both runs cannot be judged."""
-    judged = {c.task: c for c in comparisons}
-    by_name = {t.task: t for t in comparison.tasks if t.task not in skip}
-    drifts = _holm({n: drift_p(t) for n, t in by_name.items() if n not in judged})
-    collapses = _holm({n: collapse_p(t) for n, t in by_name.items()})
-    names = dict.fromkeys([*(item.task for item in comparison.base.items),
-                           *(t.task for t in comparison.tasks)])
-    decisions = []
-    for name in names:
-        t = by_name.get(name)
-        if name in skip:
-            decisions.append(TaskDecision(name, None, None, skipped=True))
-        elif t is None:
-            decisions.append(TaskDecision(name, None, None, cannot_judge=(
-                f"no item of {name} was answered in both runs (errors or missing)")))
-        else:
-            rule, passed, why = _primary(t, judged.get(name), policy, margin, drifts.get(name))
-            collapsed = collapses.get(name, 1.0) < ALPHA
-            decisions.append(TaskDecision(name, rule, False if collapsed else passed, why,
-                                          False, collapsed, drifts.get(name),
-                                          collapses.get(name)))
-    return tuple(decisions)
+def decide(evidence: Sequence[TaskEvidence], o: Options,
+           ) -> tuple[tuple[Check, ...], tuple[TaskDecision, ...]]:
+    """The family and one decision per task, in the order given."""
+    checks = adjust([c for e in evidence for c in task_checks(e, o)], o.alpha)
+    return checks, tuple(decide_task(e, checks, o) for e in evidence)

@@ -15,10 +15,12 @@ these K' + 1 outcomes are exact, so this is KL(baseline || other) of a coarse-gr
 vocabulary, and by the data-processing inequality a lower bound of the full-vocabulary KL:
 a reported KL is never larger than the true one. It is 0 for identical distributions.
 
-Against the noise floor: the per-item mean KL of candidate vs baseline is tested against
-noise vs baseline on the same items with a one-sided Wilcoxon signed-rank test (scipy).
-With several noise runs, an item's floor is the mean of their KLs for it (on the items every
-one of them compared): the floor then varies less from item to item than one run's does.
+Against the noise floor: on the items every run compared, each item's mean KL of the
+candidate (less the tolerated shift, gate --max-kl) and of each noise run, all against the
+baseline, are exchanged within the item (judge/permute.py): under the null hypothesis the
+candidate is one more run of the baseline's setup. The one-sided p-value is that of "the
+candidate's mean is higher"; every noise run stays its own draw, never averaged into one
+floor first.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import numpy as np
 
 from kveval.errors import RunFileError
 
-ALPHA = 0.05
 TINY = 1e-12  # a probability below what 4-decimal log-probabilities resolve
 
 
@@ -76,13 +77,11 @@ class KlTest:
 
     items: int
     candidate_kl: float  # mean of the per-item means
-    noise_kl: float  # with several noise runs: of each item's mean over them
-    p_value: float  # one-sided Wilcoxon signed-rank: candidate > noise + shift
+    noise_kl: float  # of each item's mean over the noise runs
+    p_value: float  # one-sided, within-item permutation: candidate - shift > noise runs
+    min_p: float  # the smallest p-value these items could give
     shift: float = 0.0  # nats: the tolerated excess (gate --max-kl)
-
-    @property
-    def higher(self) -> bool:
-        return self.candidate_kl - self.shift > self.noise_kl and self.p_value < ALPHA
+    noise_runs: int = 1
 
 
 def top_distribution(lp: Mapping[str, Any], i: int) -> dict[str, float]:
@@ -202,25 +201,37 @@ def _compared(a: Any, b: Any) -> ItemDivergence | None:
 
 def kl_test(candidate: Sequence[ItemDivergence], *noise_runs: Sequence[ItemDivergence],
             shift: float = 0.0) -> KlTest:
-    """One-sided Wilcoxon signed-rank on per-item mean KL, candidate vs the noise floor, same
-    items: is the candidate's KL higher than the floor's by more than `shift` nats? The floor
-    of an item is its KL in the noise run, or its mean KL over several."""
+    """The candidate's per-item mean KL against every noise run's, on the items all of them
+    compared: is the candidate's higher by more than `shift` nats? Item by item (a
+    permutation within items) and run by run (each run's mean KL among the noise runs', on the
+    log scale, judge/floor.py), the larger p-value."""
+    from kveval.judge.permute import exchange_p
+
     floors = [{item.key: item.kl_mean for item in run} for run in noise_runs]
-    shared = [(c.kl_mean, math.fsum(f[c.key] for f in floors) / len(floors)) for c in candidate
-              if floors and all(c.key in f for f in floors)]
-    cand = np.array([c for c, _ in shared], dtype=float)
-    base = np.array([n for _, n in shared], dtype=float)
-    means = (float(cand.mean()), float(base.mean())) if shared else (0.0, 0.0)
-    return KlTest(len(shared), *means, wilcoxon_greater(cand - shift, base), shift)
+    shared = [c for c in candidate if floors and all(c.key in f for f in floors)]
+    cand = np.array([c.kl_mean for c in shared]) - shift
+    noise = np.array([[f[c.key] for c in shared] for f in floors]).reshape(len(floors), -1)
+    if not shared:
+        return KlTest(0, 0.0, 0.0, 1.0, 1.0, shift, len(floors))
+    p, smallest = exchange_p(list(cand), [list(row) for row in noise])
+    p = max(p, run_p(cand, noise))
+    return KlTest(len(shared), float(cand.mean()) + shift, float(noise.mean()), p, smallest,
+                  shift, len(floors))
 
 
-def wilcoxon_greater(x: np.ndarray, y: np.ndarray) -> float:
-    """p of "x is larger than y" (paired); 1.0 when no pair differs."""
-    if len(x) == 0 or not np.any(x != y):
+def run_p(candidate: np.ndarray, noise: np.ndarray) -> float:
+    """The candidate's mean KL as one more run among the noise runs' (log scale; each mean's
+    sampling variance, from its items, is the floor); 1 when a noise run's mean is as high."""
+    from kveval.judge.floor import prediction_p
+
+    means = noise.mean(axis=1)
+    if candidate.mean() <= means.max():
         return 1.0
-    from scipy.stats import wilcoxon
-
-    return float(wilcoxon(x, y, alternative="greater").pvalue)
+    n = candidate.size
+    level = max(float(means.mean()), float(np.abs(candidate).mean()), 1e-12)
+    floor = float(noise.var(axis=1, ddof=1).mean()) / n / level ** 2 if n > 1 else 0.0
+    log = np.log(np.maximum(means, TINY)), float(np.log(max(candidate.mean(), TINY)))
+    return prediction_p(log[1], list(log[0]), floor)[0]
 
 
 @dataclass(frozen=True)
@@ -235,11 +246,6 @@ class TaskDivergence:
     def noise(self) -> Divergence | None:
         """The first noise run with log-probabilities for this task."""
         return next((d for d in self.noise_runs if d is not None), None)
-
-    @property
-    def failed(self) -> bool:
-        """The gate's verdict with --max-kl: the excess is beyond max_kl at p < 0.05."""
-        return self.max_kl is not None and self.test is not None and self.test.higher
 
 
 def _by_task(pairs: Sequence[Any]) -> dict[str, list[tuple[Any, Any]]]:

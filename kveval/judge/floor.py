@@ -1,108 +1,184 @@
-"""The noise floor with its own spread: does the candidate depart from the baseline's answers
-(or collapse) more than reruns of the baseline's setup do?
+"""The noise floor as a pool: is a candidate's count (changed answers, answers cut short,
+empty answers) more than the baseline's setup itself produces?
 
-Each run r of a setup departs from the setup's usual answers on q_r items, and q_r itself
-varies from restart to restart (batches, cache state). Two runs a and b then differ on about
-c_ab = q_a + q_b items. The baseline and k >= 2 noise runs are m = k + 1 runs of one setup
-whose m (m - 1) / 2 pairwise counts give each run's own q by least squares (the additive
-model of a complete round-robin design: q_a = (S_a - T / (m - 1)) / (m - 2), with S_a the sum
-of a's counts and T the sum of all). The candidate's own q_c is the mean of c_rc - q_r over
-the m runs. On the scale y = log(q + 1), q_c is tested against a one-sided normal prediction
-interval for one more run (Hahn & Meeker 1991, "Statistical Intervals", section 4.7):
+The baseline and every noise run are draws of one setup (the pool); the candidate is tested
+against the pool, never against one noise run. Two parts, and the p-value is the larger:
 
-    T = (y_c - mean(y)) / (s * sqrt(1 + 1/m)),   p = P(t_{m-1} >= T)
+- Exact, for a setup whose runs share one rate (no spread between restarts): under the null
+  hypothesis the candidate is exchangeable with the runs it is compared with, item by item.
+  Conditional on how many of those runs flag each item, the candidate's flag on an item with
+  t of M runs flagging it is Bernoulli(t / M), independently across items, so its count is a
+  Poisson-binomial whose upper tail is the p-value (a permutation test within items; with one
+  other run it is the exact one-sided McNemar test). Items may differ in how often they flip.
+- Spread, for restarts that differ in their rate (batches, cache state): the candidate's
+  per-run figure on the logit scale, logit((y + 1/2) / (n + 1)), against the pool's as one
+  more draw. With three or more pool runs, their sample standard deviation s and Student's t
+  with m - 1 degrees of freedom give a one-sided prediction p-value (Hahn & Meeker,
+  "Statistical Intervals", 2nd ed., section 4.7): T = (y_c - mean) / (s sqrt(1 + 1/m)). With
+  one or two pool runs the spread cannot be measured; it is taken as ASSUMED_SPREAD (log-sd
+  0.25 of the rate, the largest at which bench/gate_calibration.py keeps one noise run's false
+  alarms under 5%) plus each figure's counting variance, with a normal reference.
 
-with s the standard deviation of the m runs' y, which holds both the counting noise and the
-run-to-run spread; s^2 is never taken below 1 / (mean(q) + 1), the variance of a Poisson
-count's log, so that runs that all agree (s = 0) do not fail any change at all. A count each
-run has on its own (answers cut short or empty) is tested the same way, the baseline and the
-noise runs being the m runs. alpha is one-sided 0.05; across tasks the p-values are
-Holm-adjusted (Holm 1979, Scand. J. Statist. 6, 65-70). bench/gate_simulation.py
-(--spread-only) measures the A/A false alarms and the power.
+Exchangeable sets: for an own count (truncated, empty) the candidate and every pool run; for
+changed answers the candidate and the noise runs, each against the baseline, while the spread
+part uses each run's own share of the pairwise changes (the additive model of a round-robin,
+c_ab = q_a + q_b, solved by least squares over the pool and the candidate). A candidate whose
+figure is no higher than a pool run's own is within the floor (p = 1): the setup itself did
+as much, so a copy of the baseline never fails.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-ALPHA = 0.05  # one-sided
+import numpy as np
+
+ASSUMED_SPREAD = 0.25  # log-sd of the rate between restarts when the pool cannot measure it
 
 
 @dataclass(frozen=True)
-class SpreadTest:
-    """A candidate against m >= 3 runs of the baseline's setup (the baseline and its noise
-    runs), on the same items."""
+class CountTest:
+    """A candidate's count against the pool of runs of the baseline's setup."""
 
     items: int
-    candidate: int  # the candidate's count against the baseline (changed answers, collapsed)
-    noise: tuple[int, ...]  # each noise run's count against the baseline, or its own count
-    limit: float  # the one-sided 95% prediction limit for the candidate's count
-    p_value: float  # one-sided, before any adjustment across tasks
-    adjusted_p: float  # Holm-adjusted across tasks (equal to p_value until adjusted)
+    candidate: int  # the candidate's count (against the baseline for changed answers)
+    pool: tuple[int, ...]  # the same count of each pool run (noise runs only for changes)
+    exact_p: float  # the permutation test within items (no spread between runs)
+    spread_p: float  # the prediction test with the pool's spread (measured or assumed)
+    min_p: float  # the smallest p-value the exact test could give with these item totals
+    spread_measured: bool  # three or more pool runs: the spread is measured, not assumed
 
     @property
-    def exceeds(self) -> bool:
-        return self.adjusted_p < ALPHA
+    def p_value(self) -> float:
+        return max(self.exact_p, self.spread_p)
 
 
-def _predict(candidate: float, runs: Sequence[float]) -> tuple[float, float]:
-    """(one-sided p, prediction limit) of the candidate's own count among the runs' counts."""
-    from scipy.stats import t as student
+def poisson_binomial_sf(x: int, counts: Sequence[int], m: int, sure: int = 0) -> float:
+    """P(X >= x) for X = sure + sum_j Binomial(counts[j - 1], j / m), j = 1 .. m - 1."""
+    from scipy.signal import fftconvolve
+    from scipy.stats import binom
 
-    ys = [math.log(max(q, 0.0) + 1) for q in runs]
-    m, mean = len(ys), statistics.fmean(ys)
-    floor = 1 / (max(statistics.fmean(runs), 0.0) + 1)
-    scale = math.sqrt(max(statistics.variance(ys), floor) * (1 + 1 / m))
-    y_c = math.log(max(candidate, 0.0) + 1)
-    p_value = float(student.sf((y_c - mean) / scale, df=m - 1))
-    limit = math.exp(mean + float(student.ppf(1 - ALPHA, df=m - 1)) * scale) - 1
-    return p_value, limit
-
-
-def run_effects(among: Sequence[Sequence[int]]) -> list[float]:
-    """Each run's own count from the pairwise counts of m >= 3 runs (a symmetric matrix;
-    the diagonal is ignored), by least squares on c_ab = q_a + q_b."""
-    m = len(among)
-    sums = [sum(row[b] for b in range(m) if b != a) for a, row in enumerate(among)]
-    total = sum(sums) / 2
-    return [(s - total / (m - 1)) / (m - 2) for s in sums]
+    need = x - sure
+    if need <= 0:
+        return 1.0
+    pmf = np.ones(1)
+    for j, n in enumerate(counts, start=1):
+        if n:
+            part = binom.pmf(np.arange(n + 1), n, j / m)
+            pmf = fftconvolve(pmf, part) if pmf.size * part.size > 1 << 16 else \
+                np.convolve(pmf, part)
+    pmf = np.clip(pmf, 0.0, None)
+    return float(min(1.0, pmf[need:].sum())) if need < pmf.size else 0.0
 
 
-def spread_test(to_candidate: Sequence[int], among: Sequence[Sequence[int]],
-                n: int) -> SpreadTest:
-    """The candidate's changed answers against the spread of the baseline's setup.
+def exact_p(candidate: np.ndarray, others: np.ndarray) -> tuple[float, float]:
+    """(p, smallest attainable p) of the candidate's flags against the other runs' flags
+    (runs x items), conditional on each item's number of flags."""
+    m = others.shape[0] + 1
+    totals = others.sum(axis=0) + candidate
+    per_level = np.bincount(totals, minlength=m + 1)
+    sure = int(per_level[m])
+    counts = [int(c) for c in per_level[1:m]]
+    attainable = sure + sum(counts)
+    x = int(candidate.sum())
+    smallest = math.prod((j / m) ** c for j, c in enumerate(counts, start=1))
+    return poisson_binomial_sf(x, counts, m, sure), (smallest if attainable else 1.0)
 
-    `among`: the pairwise counts of changed answers of the m runs of the baseline's setup,
-    the baseline first; `to_candidate`: the candidate's count against each of them, in the
-    same order."""
-    m = len(among)
-    if m < 3 or len(to_candidate) != m:
-        raise ValueError("the spread of the noise floor needs two noise runs or more")
+
+def logit_share(y: float, n: int) -> float:
+    return math.log((y + 0.5) / (n - y + 0.5))
+
+
+def counting_variance(mean: float, n: int) -> float:
+    """The variance of logit_share(X, n) for X ~ Binomial(n, mean / n): what a run's figure
+    varies by from counting alone at the pool's rate (0 at a rate of 0)."""
+    from scipy.stats import binom
+
+    p = min(max(mean / n, 0.0), 1.0) if n else 0.0
+    low, high = (int(binom.ppf(1e-9, n, p)), int(binom.isf(1e-9, n, p))) if 0 < p < 1 \
+        else (round(p * n), round(p * n))
+    support = np.arange(low, high + 1)
+    weights = binom.pmf(support, n, p) if 0 < p < 1 else np.ones(1)
+    values = np.log((support + 0.5) / (n - support + 0.5))
+    centre = float(np.sum(weights * values) / weights.sum())
+    return float(np.sum(weights * (values - centre) ** 2) / weights.sum())
+
+
+def prediction_p(candidate: float, pool: Sequence[float], floor: float) -> tuple[float, bool]:
+    """(one-sided p, whether the spread was measured) of one more run's figure among the
+    pool's, all on a scale where the spread between restarts is additive; `floor`: the
+    variance one run's figure has from sampling alone.
+
+    Measured (three or more pool runs): Student's t with m - 1 degrees of freedom on the
+    pool's own variance, exact for normal figures whatever the restarts' spread; a pool whose
+    figures are all equal (at small counts, often) leaves it to the exact part. Assumed (one or
+    two pool runs): a normal reference with ASSUMED_SPREAD on top of the sampling variance."""
+    from scipy.stats import norm, t
+
+    ys = np.asarray(pool, dtype=float)
+    m, gap = len(ys), candidate - float(ys.mean())
+    if m >= 3:
+        variance = float(ys.var(ddof=1)) * (1 + 1 / m)
+        if variance == 0:
+            return 0.0, True
+        return float(t.sf(gap / math.sqrt(variance), df=m - 1)), True
+    variance = (ASSUMED_SPREAD ** 2 + floor) * (1 + 1 / m)
+    return float(norm.sf(gap / math.sqrt(variance))), False
+
+
+def spread_p(candidate: float, pool: Sequence[float], n: int) -> tuple[float, bool]:
+    """(one-sided p, whether the spread was measured) of one more run's count of n items, on
+    the logit scale with the counting variance at the pool's rate as the floor."""
+    clipped = [min(max(q, 0.0), float(n)) for q in pool]
+    cand = min(max(candidate, 0.0), float(n))
+    if cand <= max(clipped) + 1e-9:
+        return 1.0, len(pool) >= 3
+    return prediction_p(logit_share(cand, n), [logit_share(q, n) for q in clipped],
+                        counting_variance(float(np.mean(clipped)), n))
+
+
+def own_count_test(candidate: np.ndarray, pool: np.ndarray) -> CountTest:
+    """A count each run has on its own (answers cut short, empty answers): the candidate's
+    flags (items) against the pool's (runs x items, the baseline first)."""
+    p, smallest = exact_p(candidate, pool)
+    counts = tuple(int(c) for c in pool.sum(axis=1))
+    x = int(candidate.sum())
+    spread, measured = spread_p(x, counts, candidate.size)
+    return CountTest(candidate.size, x, counts, p, spread, smallest, measured)
+
+
+def run_effects(among: np.ndarray) -> np.ndarray:
+    """Each run's own share q_a of the pairwise counts c_ab = q_a + q_b of M >= 3 runs (a
+    symmetric matrix, the diagonal ignored), by least squares."""
+    m = among.shape[0]
+    sums = among.sum(axis=1) - np.diag(among)
+    return (sums - sums.sum() / 2 / (m - 1)) / (m - 2)
+
+
+def changed_test(answers: Sequence[Sequence[object]]) -> CountTest:
+    """Changed answers: `answers` holds the baseline's, each noise run's and last the
+    candidate's answers to the same items; an answer None (no text) differs from every
+    other. The candidate's changes from the baseline against the noise runs'."""
+    coded = _codes(answers)
+    differs = coded[1:] != coded[0]
+    p, smallest = exact_p(differs[-1], differs[:-1])
+    runs = coded.shape[0]
+    among = np.array([[int((coded[a] != coded[b]).sum()) for b in range(runs)]
+                      for a in range(runs)])
     own = run_effects(among)
-    candidate = statistics.fmean(c - q for c, q in zip(to_candidate, own, strict=True))
-    p_value, limit = _predict(candidate, own)
-    noise = tuple(among[0][b] for b in range(1, m))
-    return SpreadTest(n, to_candidate[0], noise, min(float(n), own[0] + limit), p_value,
-                      p_value)
+    spread, measured = spread_p(float(own[-1]), [float(q) for q in own[:-1]], coded.shape[1])
+    counts = tuple(int(c) for c in differs[:-1].sum(axis=1))
+    return CountTest(coded.shape[1], int(differs[-1].sum()), counts, p, spread, smallest,
+                     measured)
 
 
-def count_test(candidate: int, runs: Sequence[int], n: int) -> SpreadTest:
-    """A count each run has on its own (e.g. answers cut short or empty) against the same
-    count in m >= 3 runs of the baseline's setup, the baseline first."""
-    if len(runs) < 3:
-        raise ValueError("the spread of the noise floor needs two noise runs or more")
-    p_value, limit = _predict(candidate, runs)
-    return SpreadTest(n, candidate, tuple(runs[1:]), min(float(n), limit), p_value, p_value)
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values, in the order given (scipy has no Holm)."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted, running = [1.0] * len(p_values), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
+def _codes(answers: Sequence[Sequence[object]]) -> np.ndarray:
+    """Runs x items of integer codes: equal codes for equal answers of an item; None gets a
+    code of its own in every run."""
+    ids: dict[object, int] = {}
+    rows = []
+    for r, run in enumerate(answers):
+        rows.append([-(r + 1) if a is None else ids.setdefault(a, len(ids)) for a in run])
+    return np.array(rows, dtype=np.int64).reshape(len(answers), -1)

@@ -1,9 +1,11 @@
-"""The numbers behind length curves, as pure functions of scores (no kveval imports).
+"""The numbers behind length curves, as pure functions of scores.
 
 Interval of a mean score (Wilson for 0/1 scores, else Student's t clipped to 0..1), the AUC
-over log2(length) normalized by its span, effective length against a threshold, the sign
-test across buckets (scipy's exact binomial test) and the AUC recovery's paired,
-bucket-stratified bootstrap (numpy, seeded).
+over log2(length) normalized by its span, effective length against a threshold, the paired
+test of one bucket or of every bucket together (exact McNemar for 0/1 scores, a
+permutation within items for graded ones) and the AUC recovery's paired, bucket-stratified
+bootstrap (numpy, seeded) with the one-sided p-value of "the recovery is at least R": the
+share of bootstrap recoveries at or above R, (1 + count) / (1 + rounds).
 """
 
 from __future__ import annotations
@@ -15,23 +17,60 @@ BOOTSTRAP_ROUNDS = 2000
 BOOTSTRAP_SEED = 0
 
 
+MIN_PER_LENGTH = 5  # paired items per length a recovery interval needs
+
+
 @dataclass(frozen=True)
 class Recovery:
     value: float | None  # candidate AUC / baseline AUC on the paired items
     low: float | None
     high: float | None
+    minimum: float | None = None  # the R tested (gate --min-recovery)
+    p_below: float | None = None  # one-sided p of "recovery >= minimum"
+    rounds: int = BOOTSTRAP_ROUNDS
 
 
 @dataclass(frozen=True)
-class SignTest:
-    lower: int  # buckets where the candidate's paired mean is below the baseline's
-    higher: int
-    ties: int
-    p: float | None  # one-sided exact binomial; None without an untied bucket
+class PairedScores:
+    """A one-sided paired test of "the candidate scores lower": exact McNemar for 0/1
+    scores, a permutation within items (judge/permute.py) for graded ones."""
+
+    length: int | None  # the bucket; None for the test across every length
+    pairs: int
+    baseline_mean: float | None
+    mean: float | None  # the candidate's
+    lost: int  # pairs where the candidate scores lower
+    gained: int
+    p_value: float
+    min_p: float
+    binary: bool = True  # every score 0 or 1
 
     @property
-    def buckets(self) -> int:
-        return self.lower + self.higher
+    def difference(self) -> float | None:
+        if self.mean is None or self.baseline_mean is None:
+            return None
+        return self.mean - self.baseline_mean
+
+
+def paired_scores(length: int | None, baseline: Sequence[float],
+                  candidate: Sequence[float]) -> PairedScores:
+    """The test on one bucket's (or every bucket's) paired scores."""
+    from kveval.judge.permute import exchange_p
+    from kveval.judge.stats import mcnemar_greater
+
+    lost = sum(b > c for b, c in zip(baseline, candidate, strict=True))
+    gained = sum(c > b for b, c in zip(baseline, candidate, strict=True))
+    binary = all(v in (0.0, 1.0) for v in (*baseline, *candidate))
+    if binary:
+        p, smallest = mcnemar_greater(lost, gained), 0.5 ** (lost + gained)
+    else:
+        p, smallest = exchange_p(baseline, [candidate])
+    return PairedScores(length, len(baseline), _mean(baseline), _mean(candidate), lost,
+                        gained, p, smallest, binary)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def interval(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -88,20 +127,46 @@ def effective_length(lengths: Sequence[int], means: Sequence[float], fraction: f
     return threshold, longest
 
 
-def sign_test(differences: Sequence[float | None]) -> SignTest:
-    from scipy.stats import binomtest
+def effective_absolute(lengths: Sequence[int], means: Sequence[float],
+                       score: float) -> int | None:
+    """RULER's effective length: the longest length up to which every mean is at least the
+    absolute score (None when the shortest is below it)."""
+    longest = None
+    for length, mean in zip(lengths, means, strict=True):
+        if mean < score - 1e-12:
+            break
+        longest = length
+    return longest
 
-    known = [d for d in differences if d is not None]
-    lower = sum(d < 0 for d in known)
-    higher = sum(d > 0 for d in known)
-    n = lower + higher
-    p = float(binomtest(lower, n, 0.5, alternative="greater").pvalue) if n else None
-    return SignTest(lower, higher, len(known) - n, p)
+
+def effective_interval(groups: Sequence[Sequence[float]], lengths: Sequence[int],
+                       fraction: float | None, score: float | None,
+                       rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED,
+                       ) -> tuple[int | None, int | None]:
+    """A bootstrap 95% interval of the effective length (relative to the shortest length's
+    score when `fraction` is given, else absolute at `score`): items resampled within each
+    length; None stands for "no length" and sorts below every length."""
+    import numpy as np
+
+    if not groups or any(len(g) == 0 for g in groups):
+        return None, None
+    rng = np.random.default_rng(seed)
+    means = np.array([np.asarray(g, dtype=float)[rng.integers(0, len(g), size=(rounds, len(g)))]
+                      .mean(axis=1) for g in groups])  # lengths x rounds
+    bar = fraction * means[0] if fraction is not None else np.full(rounds, score or 0.0)
+    below = means < bar - 1e-12
+    reached = np.where(below.any(axis=0), below.argmax(axis=0), len(lengths)) - 1
+    low, high = np.percentile(reached, [2.5, 97.5], method="nearest")
+    return _length_at(lengths, int(low)), _length_at(lengths, int(high))
+
+
+def _length_at(lengths: Sequence[int], index: int) -> int | None:
+    return None if index < 0 else int(lengths[index])
 
 
 def bootstrap_recovery(candidate: Sequence[Sequence[float]], baseline: Sequence[Sequence[float]],
-                       lengths: Sequence[int], rounds: int = BOOTSTRAP_ROUNDS,
-                       seed: int = BOOTSTRAP_SEED) -> Recovery:
+                       lengths: Sequence[int], minimum: float | None = None,
+                       rounds: int = BOOTSTRAP_ROUNDS, seed: int = BOOTSTRAP_SEED) -> Recovery:
     """AUC recovery on paired scores per bucket, with a paired, bucket-stratified bootstrap
     percentile 95% interval (the same resampled items in both runs)."""
     import numpy as np
@@ -121,4 +186,6 @@ def bootstrap_recovery(candidate: Sequence[Sequence[float]], baseline: Sequence[
     if ratios.size == 0:
         return Recovery(cand_auc / base_auc, None, None)
     low, high = np.percentile(ratios, [2.5, 97.5])
-    return Recovery(cand_auc / base_auc, float(low), float(high))
+    p = None if minimum is None else float((1 + np.sum(ratios >= minimum - 1e-12))
+                                          / (1 + ratios.size))
+    return Recovery(cand_auc / base_auc, float(low), float(high), minimum, p, int(ratios.size))

@@ -1,17 +1,18 @@
-"""The gate: can the runs be judged at all, and does the candidate pass.
+"""The gate: can the runs be judged at all, what do they show, and does the candidate pass.
 
 Cannot judge the runs (IncomparableError, exit 2): different sampling parameters, a pair whose
 prompt differs, no paired items, a task of the baseline that the candidate or a noise run
-lacks (unless skipped), error and missing items above the limit. Each task then gets one
-decision (judge/decide.py: the overlap, paired and drift rules, collapse, and "cannot judge"
-for a task too small for the paired margin). Exit 1 when a regression was found, else 2 when a
-task could not be judged, else 0.
+lacks (unless skipped), error and missing items above the limit (the baseline's missing items
+counted against its own header's plan, the others' against the baseline). `examine` gathers
+what the runs show, per task, and the family of checks (judge/decide.py); `compare` and
+`score` print the same family, `gate` decides on it. Exit 1 when a regression was found, else
+2 when a task could not be judged, else 0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kveval.errors import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, IncomparableError, UsageError
 from kveval.judge.accuracy import (
@@ -28,14 +29,19 @@ from kveval.judge.accuracy import (
     score_side,
     with_worst_case,
 )
-from kveval.judge.compare import Comparison, Side, compare_sides
+from kveval.judge.checks import ALPHA, Check
+from kveval.judge.compare import Comparison, Side, TaskDrift, compare_sides
+from kveval.judge.curves import Curve, CurveOptions, task_curves
 from kveval.judge.decide import (
+    DEFAULT_MARGIN,
+    POLICIES,
+    Options,
     TaskDecision,
+    TaskEvidence,
     decide,
-    drift_regression,
-    overlap_regression,
-    paired_regression,
+    warnings_family,
 )
+from kveval.judge.divergence import TaskDivergence, task_divergences
 from kveval.judge.setup import (
     Difference,
     Setup,
@@ -45,17 +51,40 @@ from kveval.judge.setup import (
     inspect_setup,
 )
 
-POLICIES = ("overlap", "paired")
-# Points: the paired policy's largest tolerated loss. At n = 1319 it false-alarms on under 1%
-# of A/A runs even when restarts flip 6% of right/wrong answers (bench/gate_simulation.py).
-DEFAULT_MARGIN = 3.0
-
 __all__ = [
-    "TaskDecision", "drift_regression", "overlap_regression", "paired_regression",
+    "DEFAULT_MARGIN", "POLICIES", "TaskDecision", "Check",
     "METRICS", "Accuracy", "Difference", "PairedComparison", "ScoreReport", "Setup", "TaskScore",
     "accuracy", "check_sampling", "compare_accuracy", "fingerprint_differences", "flatten",
     "inspect_setup", "judged_accuracy", "paired_accuracy", "score_report", "score_side",
 ]
+
+
+@dataclass(frozen=True)
+class Family:
+    """The options that shape the family of checks: every command that prints an adjusted
+    p-value takes them, so the same runs and options print the same p everywhere."""
+
+    metric: str = "flexible"
+    alpha: float = ALPHA
+    max_kl: float | None = None
+    min_recovery: float | None = None
+    curves: CurveOptions = field(default_factory=CurveOptions)
+    skip: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Examined:
+    """What the runs show: drift and collapse, accuracy, length curves, divergence, each
+    task's evidence and the family of checks (adjusted), and the divergence warnings."""
+
+    comparison: Comparison
+    accuracy: tuple[PairedComparison, ...]
+    curves: dict[str, Curve]
+    divergences: tuple[TaskDivergence, ...]
+    evidence: tuple[TaskEvidence, ...]
+    checks: tuple[Check, ...]
+    warnings: tuple[Check, ...]
+    family: Family
 
 
 def check_skip(base: Side, skip: Sequence[str]) -> None:
@@ -66,20 +95,110 @@ def check_skip(base: Side, skip: Sequence[str]) -> None:
                              f"(it has {', '.join(sorted(known))})")
 
 
+def planned(side: Side, task: str) -> int | None:
+    """The items the run's header says it asked for in this task (None: not recorded)."""
+    spec = side.header.task(task) if side.header else None
+    items = spec.get("items") if spec else None
+    return items if isinstance(items, int) and not isinstance(items, bool) else None
+
+
 def check_error_rate(base: Side, others: Sequence[Side], max_rate: float,
                      skip: Sequence[str] = ()) -> None:
-    """Error items, and in the other runs the baseline's items they lack, against the limit."""
+    """Error items, and in the other runs the baseline's items they lack, against the limit;
+    the baseline itself is held to the items its header planned."""
     wanted = [item for item in base.items if item.task not in skip]
+    tasks = dict.fromkeys(item.task for item in wanted)
+    lacking = sum(max(0, (planned(base, t) or 0) - sum(i.task == t for i in wanted))
+                  for t in tasks)
     for side in [base, *others]:
         mine = {item.key: item for item in side.items}
         errors = sum(not mine[i.key].ok for i in wanted if i.key in mine)
-        missing = sum(i.key not in mine for i in wanted)
-        rate = (errors + missing) / len(wanted) if wanted else 0.0
+        missing = sum(i.key not in mine for i in wanted) + lacking
+        total = len(wanted) + lacking
+        rate = (errors + missing) / total if total else 0.0
         if rate > max_rate:
-            lacking = f" and {missing} missing" if missing else ""
-            raise IncomparableError(f"{side.path}: {errors} of {len(wanted)} items are errors"
-                                    f"{lacking} ({rate:.1%}), above --max-error-rate "
+            also = f" and {missing} missing" if missing else ""
+            plan = " (against its header's plan)" if side is base and lacking else ""
+            raise IncomparableError(f"{side.path}: {errors} of {total} items are errors"
+                                    f"{also}{plan} ({rate:.1%}), above --max-error-rate "
                                     f"{max_rate:g}")
+
+
+def task_margin(base: Side, task: str) -> float | None:
+    """A suite task's own `margin` (points), as the baseline's header recorded it."""
+    spec = base.header.task(task) if base.header else None
+    params = spec.get("params") if spec else None
+    value = params.get("margin") if isinstance(params, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+@dataclass(frozen=True)
+class _Found:
+    """Per task, by name: what compare, accuracy, curves and divergence found."""
+
+    drift: dict[str, TaskDrift]
+    accuracy: dict[str, PairedComparison]
+    curves: dict[str, Curve]
+    divergence: dict[str, TaskDivergence]
+
+
+def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> TaskEvidence:
+    drift = found.drift.get(name)
+    if name in skip:
+        return TaskEvidence(name, skipped=True)
+    if drift is None:
+        return TaskEvidence(name, missing=f"no item of {name} was answered in both runs "
+                                          "(errors or missing)")
+    curve = found.curves.get(name)
+    versus = curve.versus if curve is not None else None
+    div = found.divergence.get(name)
+    collapse = drift.collapse
+    return TaskEvidence(
+        name, accuracy=found.accuracy.get(name), changed=drift.changed,
+        truncated=collapse.truncated_test if collapse else None,
+        empty=collapse.empty_test if collapse else None,
+        lengths=versus.paired if versus else (),
+        across=versus.across if versus and not versus.across.binary else None,
+        recovery=versus.recovery if versus else None,
+        fewest_pairs=versus.fewest_pairs if versus else 0,
+        divergence=div.test if div is not None else None,
+        margin=task_margin(base, name))
+
+
+def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequence[Side] = (),
+            family: Family = Family(), show: int = 0) -> Examined:
+    """Everything the runs show, and the family of checks on it."""
+    check_skip(base, family.skip)
+    comparison = compare_sides(base, cand, show=show, noises=noises, repeats=repeats,
+                               skip=family.skip)
+    judged = with_worst_case(judged_accuracy(comparison.pairing, family.metric), base, cand)
+    curves = task_curves(cand.items, base.items, base.label, family.curves)
+    divergences = tuple(task_divergences(comparison.pairing.pairs,
+                                         [p.pairs for p in comparison.noise_pairings],
+                                         family.max_kl))
+    check_max_kl(family, noises, divergences)
+    found = _Found({t.task: t for t in comparison.tasks}, {a.task: a for a in judged},
+                   curves, {d.task: d for d in divergences})
+    names = dict.fromkeys([*(item.task for item in base.items),
+                           *(t.task for t in comparison.tasks)])
+    evidence = tuple(_evidence(n, found, base, family.skip) for n in names)
+    options = Options(alpha=family.alpha, max_kl=family.max_kl,
+                      min_recovery=family.min_recovery)
+    checks, _ = decide(evidence, options)
+    return Examined(comparison, judged, curves, divergences, evidence, checks,
+                    warnings_family(evidence, options), family)
+
+
+def check_max_kl(family: Family, noises: Sequence[Side],
+                 divergences: Sequence[TaskDivergence]) -> None:
+    if family.max_kl is None:
+        return
+    if not noises:
+        raise UsageError("--max-kl judges the KL against the noise floor: give --noise N")
+    if not any(d.test for d in divergences):
+        raise UsageError("--max-kl: no task has log-probabilities in the baseline, candidate "
+                         "and noise runs (run them with --logprobs K)")
 
 
 @dataclass(frozen=True)
@@ -88,21 +207,28 @@ class GateReport:
     margin: float  # points
     metric: str
     setup: Setup
-    comparison: Comparison  # drift of the candidate (and the noise runs) from the baseline
-    accuracy: tuple[PairedComparison, ...]  # the judged metric, per task with ground truth
+    examined: Examined
     decisions: tuple[TaskDecision, ...]
 
     @property
+    def comparison(self) -> Comparison:
+        return self.examined.comparison
+
+    @property
+    def accuracy(self) -> tuple[PairedComparison, ...]:
+        return self.examined.accuracy
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        return self.examined.checks
+
+    @property
     def regression(self) -> bool:
-        return any(d.passed is False for d in self.decisions)
+        return any(d.status == "regression" for d in self.decisions)
 
     @property
     def cannot_judge(self) -> bool:
         return any(d.status == "cannot judge" for d in self.decisions)
-
-    @property
-    def passed(self) -> bool:
-        return not self.regression and not self.cannot_judge
 
     @property
     def verdict(self) -> str:
@@ -116,22 +242,20 @@ class GateReport:
         return {"pass": EXIT_OK, "regression": EXIT_REGRESSION}.get(self.verdict, EXIT_INPUT)
 
 
-def gate(baseline: Side, candidate: Side, noise: Side | None = None, *, policy: str = "overlap",
-         margin: float = DEFAULT_MARGIN, metric: str = "flexible", max_error_rate: float = 0.0,
-         noises: Sequence[Side] = (), repeats: Sequence[Side] = (),
-         skip: Sequence[str] = ()) -> GateReport:
+def gate(baseline: Side, candidate: Side, noises: Sequence[Side] = (), *,
+         policy: str = "overlap", margin: float = DEFAULT_MARGIN, max_error_rate: float = 0.0,
+         repeats: Sequence[Side] = (), family: Family = Family()) -> GateReport:
     """Judge a candidate run; raise IncomparableError when it cannot be judged at all."""
-    if policy not in POLICIES or metric not in METRICS:
-        raise ValueError(f"unknown policy {policy!r} or metric {metric!r}")
-    all_noise = ([noise] if noise else []) + list(noises)
-    check_skip(baseline, skip)
-    setup = inspect_setup(baseline, candidate, all_noise[0] if all_noise else None,
-                          all_noise[1:], repeats)
-    comparison = compare_sides(baseline, candidate, noises=all_noise, repeats=repeats, skip=skip)
-    check_error_rate(baseline, [candidate, *all_noise], max_error_rate, skip)
-    judged = with_worst_case(judged_accuracy(comparison.pairing, metric), baseline, candidate)
-    decisions = decide(policy, margin, judged, comparison, skip)
-    if all(d.passed is None and d.cannot_judge is None for d in decisions):
+    if policy not in POLICIES or family.metric not in METRICS:
+        raise ValueError(f"unknown policy {policy!r} or metric {family.metric!r}")
+    check_skip(baseline, family.skip)
+    setup = inspect_setup(baseline, candidate, noises[0] if noises else None, noises[1:],
+                          repeats)
+    examined = examine(baseline, candidate, noises, repeats, family)
+    check_error_rate(baseline, [candidate, *noises], max_error_rate, family.skip)
+    options = Options(policy, margin, family.alpha, family.max_kl, family.min_recovery)
+    _, decisions = decide(examined.evidence, options)
+    if all(d.status in ("not judged", "skipped") for d in decisions):
         raise IncomparableError("nothing to judge: no task has ground truth (correct is null) "
                                 "and no --noise run was given to measure drift against")
-    return GateReport(policy, margin, metric, setup, comparison, judged, decisions)
+    return GateReport(policy, margin, family.metric, setup, examined, decisions)

@@ -24,7 +24,8 @@ def identity(header: RunHeader) -> dict[str, Any]:
     """What must be equal for two halves of one run."""
     return {
         "endpoint": header.endpoint, "model": header.model, "sampling": header.sampling,
-        "tasks": [{k: v for k, v in t.items() if k != "limit"} for t in header.tasks],
+        "tasks": [{k: v for k, v in t.items() if k not in ("limit", "items")}
+                  for t in header.tasks],
         "concurrency": header.concurrency, "setup": header.setup,
         "fingerprint": stable(header.fingerprint),
     }

@@ -72,6 +72,11 @@ def _percents(value: Any) -> str | None:
     return None if ok else "a list of percents from 0 to 100"
 
 
+def _points(value: Any) -> str | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return None if ok and 0 <= value <= 100 else "a number of points from 0 to 100"
+
+
 def _table(value: Any) -> str | None:
     return None if isinstance(value, dict) else "a table"
 
@@ -89,6 +94,7 @@ PARAM_KEYS: dict[str, Check] = {
     "distractors": _int(1, 50), "records": _int(2), "ask": _strings,
     "logprobs": _int(0, 100),  # top-K log-probabilities per answer token (0: off)
     "copy_lengths": _lengths, "needles": _int(1, 16),
+    "margin": _points,  # the gate's --policy paired margin for this task (points)
 }
 
 

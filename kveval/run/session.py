@@ -10,6 +10,7 @@ import contextlib
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -142,8 +143,11 @@ def open_target(opts: RunOptions, logits_all: bool = False) -> Iterator[Target]:
 
 
 def make_header(opts: RunOptions, target: Target, resolved: Resolved,
-                sources: dict[str, str | None]) -> RunHeader:
-    tasks = [{**spec.to_header(), "data_source": sources.get(spec.name)} for spec in resolved.specs]
+                sources: dict[str, str | None], items: dict[str, int] | None = None) -> RunHeader:
+    """The header; `items`: how many items each task asked for (the gate holds a run to it)."""
+    tasks = [{**spec.to_header(), "data_source": sources.get(spec.name),
+              **({"items": items[spec.name]} if items and spec.name in items else {})}
+             for spec in resolved.specs]
     return RunHeader(
         label=opts.label, endpoint=target.endpoint_label, model=target.model, tasks=tasks,
         sampling={"temperature": 0.0, "seed": opts.seed, "extra_body": resolved.extra_body},
@@ -225,7 +229,8 @@ def run_forced(opts: RunOptions, started: float) -> int:
                                           opts.extra_body)
         source = f"teacher-forced answers of {baseline.path}"
         header = make_header(opts, target, Resolved(specs, opts.setup, opts.extra_body),
-                             {spec.name: source for spec in specs})
+                             {spec.name: source for spec in specs},
+                             dict(Counter(job.item.task for job in jobs)))
         return send_all(opts, target, header, jobs, old, started)
 
 
@@ -255,7 +260,8 @@ def run_session(opts: RunOptions) -> int:
     logits_all = any(spec.params.get("logprobs") for spec in resolved.specs)
     with open_target(opts, logits_all) as target:
         built, sizing = build_items(resolved.specs, loaded, target)
-        header = make_header(opts, target, resolved, {**sources, **sizing})
+        header = make_header(opts, target, resolved, {**sources, **sizing},
+                             {spec.name: len(items) for spec, items in built})
         jobs = in_order(plan(built, target.model, opts.seed, resolved.extra_body),
                         old.header if old else header)  # a resumed run keeps its order
         if not jobs:

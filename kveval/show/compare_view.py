@@ -1,12 +1,17 @@
-"""`kveval compare` as blocks: drift per task beside the noise floor, the most diverged pairs."""
+"""`kveval compare` as blocks: drift per task beside the noise floor, collapse, length curves,
+divergence, the family's checks and the most diverged pairs."""
 
 from __future__ import annotations
 
 from kveval.formats.records import ItemRecord
+from kveval.judge.checks import first
 from kveval.judge.collapse import Collapse, length_ratio, truncated
 from kveval.judge.compare import Comparison, Drift, Pair
-from kveval.judge.verdict import Setup
+from kveval.judge.verdict import Examined, Setup
 from kveval.show.blocks import CONTEXT, Block, Heading, SideBySide, Table
+from kveval.show.checks_view import check_lines, checks_table, warnings_sentence
+from kveval.show.curves import headed
+from kveval.show.divergence import divergence_blocks
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
 from kveval.show.words import (
     REPETITION_NOTE,
@@ -15,6 +20,7 @@ from kveval.show.words import (
     instability_sentence,
     pct,
     reasoning_sentence,
+    testable,
 )
 
 
@@ -77,12 +83,16 @@ def diverged_block(pair: Pair, base: str, candidate: str) -> SideBySide:
                       shown_answer(pair.other, start))
 
 
-def task_lines(c: Comparison) -> list[Block]:
-    noise = c.noise.label if c.noise else None
+def task_lines(ex: Examined) -> list[Block]:
+    c = ex.comparison
     cand = c.candidate.label
+    judged = {a.task for a in ex.accuracy}
     lines: list[Block] = []
+    noises = [n.label for n in c.noises]
     for t in c.tasks:
-        lines.append(f"{t.task}: {drift_sentence(t, cand, noise)}")
+        check = None if t.task in judged else first(ex.checks, t.task, "drift")
+        said = drift_sentence(t, cand, check, testable(ex.checks), noises, t.task in judged)
+        lines.append(f"{t.task}: {said}")
         if t.instability:
             lines.append(f"{t.task}: {instability_sentence(t, cand, [r.label for r in c.repeats])}")
         if t.reasoning is not None:
@@ -90,14 +100,19 @@ def task_lines(c: Comparison) -> list[Block]:
     return lines
 
 
-def compare_blocks(setup: Setup | None, c: Comparison) -> list[Block]:
+def compare_blocks(setup: Setup | None, ex: Examined) -> list[Block]:
+    c = ex.comparison
     blocks: list[Block] = [Heading("kveval compare"),
                            sides_block(("baseline", c.base), ("candidate", c.candidate),
                                        *(("noise", n) for n in c.noises),
                                        *(("candidate repeat", r) for r in c.repeats))]
     blocks += setup_blocks(setup)
-    blocks += [drift_table(c), *task_lines(c)]
-    blocks += [Heading("collapse"), collapse_table(c), REPETITION_NOTE]
+    blocks += [drift_table(c), *task_lines(ex)]
+    blocks += [Heading("collapse"), collapse_table(c), REPETITION_NOTE, *check_lines(ex)]
+    blocks += headed(ex.curves, ex.checks) + divergence_blocks(ex)
+    warned = warnings_sentence(ex.warnings)
+    blocks += [f"divergence: {warned}"] if warned else []
+    blocks += [Heading("checks"), checks_table(ex.checks)]
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
     for t in c.tasks:
         blocks += [diverged_block(p, c.base.label, c.candidate.label) for p in t.diverged]

@@ -1,23 +1,34 @@
-"""`kveval gate` as blocks: one verdict per task, the reason in words, the summary line."""
+"""`kveval gate` as blocks: one verdict per task, the reason in words, every check of the
+family with its adjusted p-value, and the summary line."""
 
 from __future__ import annotations
 
 from kveval.judge.accuracy import PairedComparison
-from kveval.judge.compare import TaskDrift
-from kveval.judge.verdict import GateReport, TaskDecision, paired_regression
-from kveval.show.blocks import Block, Heading, Table
+from kveval.judge.checks import first
+from kveval.judge.verdict import Examined, GateReport, TaskDecision
+from kveval.show.blocks import Block, Heading, Note, Table
+from kveval.show.checks_view import (
+    calibration_note,
+    check_lines,
+    checks_table,
+    warnings_sentence,
+)
 from kveval.show.compare_view import collapse_table
+from kveval.show.curves import headed
+from kveval.show.divergence import divergence_blocks
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
 from kveval.show.words import (
     REPETITION_NOTE,
     accuracy_text,
     drift_sentence,
     instability_sentence,
-    loss_sentence,
     overlap_sentence,
-    p_text,
     paired_sentence,
+    plural,
+    points,
     reasoning_sentence,
+    signed,
+    testable,
     worst_sentence,
 )
 
@@ -29,63 +40,55 @@ def _comparison(r: GateReport, task: str) -> PairedComparison | None:
     return next((c for c in r.accuracy if c.task == task), None)
 
 
-def _drift(r: GateReport, task: str) -> TaskDrift | None:
-    return next((t for t in r.comparison.tasks if t.task == task), None)
+def _accuracy_words(d: TaskDecision, comp: PairedComparison, r: GateReport) -> str:
+    ex = r.examined
+    check = first(ex.checks, d.task, "accuracy")
+    base, cand = ex.comparison.base.label, ex.comparison.candidate.label
+    family = testable(ex.checks)
+    text = paired_sentence(comp, base, cand, check, family)
+    if comp.worst is not None:
+        margin = d.margin if r.policy == "paired" else None
+        text += f" {worst_sentence(comp.worst, cand, margin, check, family)}"
+    return text
 
 
-def paired_reason(d: TaskDecision, comp: PairedComparison, margin: float) -> str:
+def paired_reason(d: TaskDecision, comp: PairedComparison, r: GateReport) -> str:
+    margin = d.margin if d.margin is not None else r.margin
+    worst = comp.decisive
+    low, high = worst.difference.low, worst.difference.high
     if d.cannot_judge is not None:
         return f"cannot judge: {d.cannot_judge}"
-    worst = comp.decisive
-    held = not paired_regression(worst.difference, margin)
-    verdict = "rules out a loss larger than" if held else "a loss larger than"
-    tail = "" if held else " is not ruled out"
-    case = "in the worst case " if comp.worst else ""
-    return f"{case}{verdict} {margin:g} points{tail}; {loss_sentence(worst, margin)}"
-
-
-def drift_reason(d: TaskDecision, r: GateReport) -> str:
-    cand = r.comparison.candidate.label
-    noise = r.comparison.noise.label if r.comparison.noise else None
-    drift = _drift(r, d.task)
-    sentence = drift_sentence(drift, cand, noise) if drift else "no pairs"
-    tested = sum(x.drift_p is not None for x in r.decisions)
-    if d.drift_p is None or tested < 2:
-        return sentence
-    return f"{sentence}; Holm-adjusted across {tested} tasks {p_text(d.drift_p)}"
+    if d.outcome == "not_ruled_out":
+        return (f"a loss above {margin:g} points not ruled out: the 95% CI of the difference, "
+                f"{signed(low)} to {signed(high)} points, reaches below -{margin:g} "
+                f"(a loss of {points(-low, margin)} points cannot be ruled out)")
+    if d.status == "pass":
+        return (f"rules out a loss above {margin:g} points: 95% CI {signed(low)} to "
+                f"{signed(high)} points; {_accuracy_words(d, comp, r)}")
+    return _accuracy_words(d, comp, r)
 
 
 def decision_reason(d: TaskDecision, r: GateReport) -> str:
-    if d.detail is not None:
-        return d.detail
     comp = _comparison(r, d.task)
+    drift = next((t for t in r.comparison.tasks if t.task == d.task), None)
     if d.skipped:
         return "skipped (--skip)"
-    if d.rule is None and d.cannot_judge is not None:
+    if d.cannot_judge is not None and d.rule != "paired":
         return f"cannot judge: {d.cannot_judge}"
-    if d.rule == "overlap" and comp is not None:
-        return overlap_sentence(comp, r.comparison.candidate.label)
     if d.rule == "paired" and comp is not None:
-        return paired_reason(d, comp, r.margin)
-    if d.rule == "drift":
-        return drift_reason(d, r)
-    return "not judged: no ground truth, and no --noise run to measure drift against"
-
-
-def collapse_reason(d: TaskDecision, r: GateReport) -> str | None:
-    drift = _drift(r, d.task)
-    c = drift.collapse if drift else None
-    if c is None or d.collapse_p is None or d.skipped:
-        return None
-    if not c.candidate.collapsed and not d.collapsed:
-        return None  # nothing cut short or empty: the collapse table says so
-    cand = r.comparison.candidate
-    floor = ("the noise floor's" if c.noise else f"the baseline's ({r.comparison.base.label})")
-    counts = ", ".join(str(n.collapsed) for n in c.noise) or str(c.baseline.collapsed)
-    word = "COLLAPSE" if d.collapsed else "within chance"
-    return (f"{d.task} collapse: {cand.label} has {c.candidate.collapsed} of "
-            f"{c.candidate.answers} answers truncated or empty, {floor} {counts}; "
-            f"{p_text(d.collapse_p)} (one-sided, Holm-adjusted across tasks): {word}")
+        reason = paired_reason(d, comp, r)
+    elif comp is not None:
+        reason = (f"{overlap_sentence(comp, r.comparison.candidate.label)}; "
+                  f"{_accuracy_words(d, comp, r)}")
+    elif d.rule == "drift" and drift is not None:
+        reason = drift_sentence(drift, r.comparison.candidate.label,
+                                first(r.checks, d.task, "drift"), testable(r.checks),
+                                [n.label for n in r.comparison.noises])
+    else:
+        reason = ("not judged: no ground truth, and no --noise run to measure drift against "
+                  "(collapse is checked against the baseline)")
+    others = [name for name in d.failed if name not in ("accuracy", "drift", "margin", "overlap")]
+    return reason.rstrip(".") + (f"; also failed: {', '.join(others)}" if others else "")
 
 
 def _metric(comp: PairedComparison | None) -> str:
@@ -97,68 +100,86 @@ def _metric(comp: PairedComparison | None) -> str:
 def gate_rows(r: GateReport) -> tuple[tuple[str, ...], ...]:
     rows = []
     for d in r.decisions:
-        comp = _comparison(r, d.task) if d.rule != "recovery" else None
-        rule = d.rule or "-"
-        rows.append((d.task, rule + (" + collapse" if d.collapsed else ""), _metric(comp),
+        comp = _comparison(r, d.task)
+        failed = [n for n in d.failed if n not in ("accuracy", "drift", "margin", "overlap")]
+        rule = (d.rule or "-") + (f" + {', '.join(failed)}" if failed else "")
+        rows.append((d.task, rule, _metric(comp),
                      accuracy_text(comp.baseline) if comp else "-",
                      accuracy_text(comp.candidate) if comp else "-", WORDS[d.status]))
     return tuple(rows)
 
 
+def _failures(r: GateReport) -> list[str]:
+    found = []
+    for d in r.decisions:
+        if d.status == "regression":
+            why = "a loss above the margin not ruled out" if d.outcome == "not_ruled_out" \
+                else ", ".join(d.failed)
+            found.append(f"{d.task} ({why})")
+    return found
+
+
 def gate_summary(r: GateReport) -> str:
+    ex = r.examined
     rule = f"policy {r.policy}" + (f", margin {r.margin:g} points" if r.policy == "paired" else "")
-    failed = [d.task + (" (AUC recovery)" if d.rule == "recovery" else "")
-              for d in r.decisions if d.passed is False]
+    rule += f", alpha {ex.family.alpha:g}, {plural(testable(ex.checks), 'check')}"
     unjudged = [d.task for d in r.decisions if d.status == "cannot judge"]
     skipped = [d.task for d in r.decisions if d.skipped]
     extra = f"; skipped {', '.join(skipped)}" if skipped else ""
+    warned = warnings_sentence(ex.warnings)
+    failed = _failures(r)
     if failed:
         more = f"; cannot judge {', '.join(unjudged)}" if unjudged else ""
         return f"gate: REGRESSION in {', '.join(failed)} ({rule}{more}{extra}); exit 1"
     if unjudged:
         return (f"gate: CANNOT JUDGE {', '.join(unjudged)} ({rule}{extra}); exit 2; "
                 f"--skip {' --skip '.join(unjudged)} judges the rest")
-    return f"gate: PASS ({rule}{extra}); exit 0"
+    return f"gate: PASS{'; ' + warned if warned else ''} ({rule}{extra}); exit 0"
 
 
-def information_lines(r: GateReport) -> list[Block]:
-    """Drift of tasks judged by accuracy, the candidate's own instability, the reasoning and
-    the worst case under the overlap policy: shown, not judged."""
-    c = r.comparison
-    base, cand = c.base.label, c.candidate.label
-    noise = c.noise.label if c.noise else None
-    by_accuracy = {a.task for a in r.accuracy}
+def information_lines(ex: Examined, policy: str) -> list[Block]:
+    """Drift of tasks judged by accuracy, the candidate's own instability and the reasoning:
+    shown, not judged."""
+    c = ex.comparison
+    cand = c.candidate.label
+    by_accuracy = {a.task for a in ex.accuracy}
+    noises = [n.label for n in c.noises]
     lines: list[Block] = []
     for t in c.tasks:
-        if t.task in by_accuracy:
-            lines.append(f"{t.task}: drift, not judged: {t.task} is judged by accuracy; "
-                         f"{drift_sentence(t, cand, noise)}")
+        if t.task in by_accuracy and t.changed is not None:
+            lines.append(f"{t.task}: {drift_sentence(t, cand, None, 1, noises, True)}")
         if t.instability:
             lines.append(f"{t.task}: {instability_sentence(t, cand, [x.label for x in c.repeats])}")
         if t.reasoning is not None:
             lines.append(f"{t.task}: {reasoning_sentence(t.reasoning, cand)}")
-    for a in r.accuracy:
-        name = a.task if a.sole_metric else f"{a.task} {a.metric}"
-        if r.policy == "overlap":
-            lines.append(f"{name}: {paired_sentence(a, base, cand)}")
-        if a.worst is not None:
-            margin = r.margin if r.policy == "paired" else None
-            lines.append(f"{name}: {worst_sentence(a.worst, cand, margin)}")
     return lines
 
 
-def gate_blocks(r: GateReport) -> list[Block]:
-    c = r.comparison
+def verdict_blocks(r: GateReport) -> list[Block]:
+    ex = r.examined
+    c = ex.comparison
     base, cand = c.base.label, c.candidate.label
+    blocks: list[Block] = [Table(("task", "judged by", "metric", base, cand, "verdict"),
+                                 gate_rows(r))]
+    blocks += [f"{d.task}: {decision_reason(d, r)}" for d in r.decisions]
+    return blocks + check_lines(ex, accuracy=False)
+
+
+def gate_blocks(r: GateReport) -> list[Block]:
+    ex = r.examined
+    c = ex.comparison
     blocks: list[Block] = [Heading(f"kveval gate: {r.verdict.upper()}"),
                            sides_block(("baseline", c.base), ("candidate", c.candidate),
                                        *(("noise", n) for n in c.noises),
                                        *(("candidate repeat", x) for x in c.repeats))]
     blocks += setup_blocks(r.setup)
-    blocks.append(Table(("task", "judged by", "metric", base, cand, "verdict"), gate_rows(r)))
-    blocks += [f"{d.task}: {decision_reason(d, r)}" for d in r.decisions]
-    blocks += [line for d in r.decisions if (line := collapse_reason(d, r))]
-    blocks += information_lines(r)
+    blocks += verdict_blocks(r)
+    blocks += information_lines(ex, r.policy)
+    blocks += [Heading("checks"), checks_table(ex.checks)]
     blocks += [Heading("collapse"), collapse_table(c), REPETITION_NOTE]
-    blocks += [pairing_line(c.pairing, base, cand), gate_summary(r)]
-    return blocks
+    blocks += headed(ex.curves, ex.checks)
+    blocks += divergence_blocks(ex)
+    blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
+    note = calibration_note(len(c.noises))
+    blocks += [Note(note)] if note else []
+    return blocks + [gate_summary(r)]

@@ -5,24 +5,59 @@ escapes them, and a page that renders them escapes them itself."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kveval.judge.accuracy import WorstCase
+from kveval.judge.checks import Check, first, of_task
 from kveval.judge.collapse import NGRAM, Collapse, TaskCollapse, length_ratio
-from kveval.judge.compare import Comparison, Drift, NoiseTest, Pairing, Side, TaskDrift
+from kveval.judge.compare import Drift, Pairing, Side, TaskDrift
 from kveval.judge.decide import TaskDecision
-from kveval.judge.floor import SpreadTest
+from kveval.judge.floor import CountTest
 from kveval.judge.stats import Interval
-from kveval.judge.verdict import Accuracy, GateReport, PairedComparison, ScoreReport, Setup
+from kveval.judge.verdict import (
+    Accuracy,
+    Examined,
+    GateReport,
+    PairedComparison,
+    ScoreReport,
+    Setup,
+)
 from kveval.show.blocks import Block, Heading, Note, Rendered, SideBySide, Table
-from kveval.show.gate_view import collapse_reason, decision_reason, gate_summary
+from kveval.show.checks_view import warnings_sentence
+from kveval.show.curves import attach
+from kveval.show.divergence import add_json
+from kveval.show.gate_view import decision_reason, gate_summary
 from kveval.show.score_view import TaskExtras
-from kveval.show.words import drift_sentence, overlap_sentence, paired_sentence, worst_sentence
+from kveval.show.words import (
+    count_sentence,
+    drift_sentence,
+    overlap_sentence,
+    paired_sentence,
+    testable,
+    worst_sentence,
+)
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: such a figure is written as null."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def dumps(data: Mapping[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False, indent=2)
+    return json.dumps(_finite(dict(data)), ensure_ascii=False, indent=2, allow_nan=False)
+
+
+def check_json(c: Check) -> dict[str, Any]:
+    return {"task": c.task, "check": c.name, "kind": c.kind, "p_value": c.p_value,
+            "min_p": c.min_p, "testable": c.testable, "adjusted_p": c.adjusted_p,
+            "alpha": c.alpha, "shown": c.alarmed}
 
 
 def interval_json(interval: Interval) -> list[float]:
@@ -66,20 +101,14 @@ def drift_json(d: Drift | None) -> dict[str, Any] | None:
             "median_first_difference": d.median_first_difference}
 
 
-def test_json(t: NoiseTest | None) -> dict[str, Any] | None:
+def count_json(t: CountTest | None, check: Check | None) -> dict[str, Any] | None:
     if t is None:
         return None
-    return {"items": t.items, "candidate_changed": t.candidate_changed,
-            "noise_changed": t.noise_changed, "candidate_only": t.candidate_only,
-            "noise_only": t.noise_only, "p_value": t.p_value, "drifts_more": t.drifts_more}
-
-
-def spread_json(s: SpreadTest | None) -> dict[str, Any] | None:
-    if s is None:
-        return None
-    return {"items": s.items, "candidate": s.candidate, "noise": list(s.noise),
-            "prediction_limit": s.limit, "p_value": s.p_value, "adjusted_p": s.adjusted_p,
-            "exceeds": s.exceeds, "method": "one-sided 95% prediction interval (logit scale)"}
+    return {"items": t.items, "candidate": t.candidate, "pool": list(t.pool),
+            "exact_p": t.exact_p, "spread_p": t.spread_p, "p_value": t.p_value,
+            "spread_measured": t.spread_measured,
+            "adjusted_p": None if check is None else check.adjusted_p,
+            "shown": None if check is None else check.alarmed}
 
 
 def collapse_side_json(c: Collapse, ratio: float | None) -> dict[str, Any]:
@@ -87,39 +116,57 @@ def collapse_side_json(c: Collapse, ratio: float | None) -> dict[str, Any]:
             "length_ratio": ratio, "repetition": c.repetition, "mean_length": c.mean_length}
 
 
-def collapse_json(k: TaskCollapse | None) -> dict[str, Any] | None:
-    """The candidate's figures at the top, the baseline's and each noise run's inside."""
+def collapse_json(k: TaskCollapse | None, checks: Sequence[Check] = (), task: str = "",
+                  candidate: str = "") -> dict[str, Any] | None:
+    """The candidate's figures at the top, the baseline's and each noise run's inside, and
+    the truncated and empty checks."""
     if k is None:
         return None
+    family = testable(checks)
+    tests = {}
+    for kind, test in (("truncated", k.truncated_test), ("empty", k.empty_test)):
+        check = first(checks, task, kind)
+        tests[f"{kind}_test"] = {**(count_json(test, check) or {}),
+                                 "summary": count_sentence(kind, test, candidate, check, family)}
     return {**collapse_side_json(k.candidate, k.length_ratio), "ngram": NGRAM,
             "baseline": collapse_side_json(k.baseline, 1.0),
             "noise": [collapse_side_json(n, length_ratio(n, k.baseline)) for n in k.noise],
-            "candidate_only": k.candidate_only, "reference_only": k.reference_only}
+            **tests}
 
 
-def task_drift_json(t: TaskDrift, candidate: str, noise: str | None) -> dict[str, Any]:
+def task_drift_json(t: TaskDrift, ex: Examined) -> dict[str, Any]:
+    cand = ex.comparison.candidate.label
+    judged = {a.task for a in ex.accuracy}
+    check = None if t.task in judged else first(ex.checks, t.task, "drift")
     return {
         "task": t.task,
         "candidate": drift_json(t.candidate),
         "noise": drift_json(t.noise),
-        "noise_test": test_json(t.test),
         "noise_runs": [drift_json(d) for d in t.noise_runs],
         "between_noise": [drift_json(d) for d in t.between_noise],
-        "floor_spread_known": len(t.noise_runs) >= 2,
-        "spread_test": spread_json(t.spread),
+        "drift_test": count_json(t.changed, check),
         "instability": [drift_json(d) for d in t.instability],
         "reasoning": drift_json(t.reasoning),
-        "collapse": collapse_json(t.collapse),
-        "summary": drift_sentence(t, candidate, noise),
+        "collapse": collapse_json(t.collapse, ex.checks, t.task, cand),
+        "summary": drift_sentence(t, cand, check, testable(ex.checks),
+                                  [n.label for n in ex.comparison.noises], t.task in judged),
         "diverged": [{"item_id": p.key[1], "prefix_ratio": p.prefix_ratio,
                       "first_difference": p.first_difference, "baseline": p.base_text,
                       "candidate": p.other_text} for p in t.diverged],
     }
 
 
-def compare_json(setup: Setup | None, c: Comparison) -> dict[str, Any]:
-    noise = c.noise.label if c.noise else None
-    return {
+def family_json(ex: Examined) -> dict[str, Any]:
+    """The family of checks and the divergence warnings, as every verdict JSON holds them."""
+    return {"alpha": ex.family.alpha, "checks": [check_json(c) for c in ex.checks],
+            "family_size": testable(ex.checks),
+            "warnings": [check_json(c) for c in ex.warnings if c.alarmed],
+            "warning": warnings_sentence(ex.warnings) or None}
+
+
+def compare_json(setup: Setup | None, ex: Examined) -> dict[str, Any]:
+    c = ex.comparison
+    data = {
         "command": "compare",
         "baseline": side_json(c.base),
         "candidate": side_json(c.candidate),
@@ -128,11 +175,14 @@ def compare_json(setup: Setup | None, c: Comparison) -> dict[str, Any]:
         "candidate_repeats": [side_json(x) for x in c.repeats],
         "setup": setup_json(setup),
         "pairing": pairing_json(c.pairing),
-        "tasks": [task_drift_json(t, c.candidate.label, noise) for t in c.tasks],
+        **family_json(ex),
+        "tasks": [task_drift_json(t, ex) for t in c.tasks],
     }
+    return add_json(attach(data, ex.curves, ex.checks), ex)
 
 
-def paired_json(c: PairedComparison, base: str, candidate: str) -> dict[str, Any]:
+def paired_json(c: PairedComparison, base: str, candidate: str, check: Check | None = None,
+                family: int = 1) -> dict[str, Any]:
     t = c.table
     return {
         "task": c.task, "metric": c.metric,
@@ -142,20 +192,23 @@ def paired_json(c: PairedComparison, base: str, candidate: str) -> dict[str, Any
         "difference_interval": interval_json(c.difference),
         "largest_loss": c.largest_loss, "overlap": c.overlap,
         "overlap_verdict": overlap_sentence(c, candidate),
-        "summary": paired_sentence(c, base, candidate),
+        "summary": paired_sentence(c, base, candidate, check, family),
         "sole_metric": c.sole_metric,
-        "worst_case": worst_json(c.worst, candidate),
+        "worst_case": worst_json(c.worst, candidate, check, family),
+        "adjusted_p": None if check is None else check.adjusted_p,
+        "loss_shown": None if check is None else check.alarmed,
     }
 
 
-def worst_json(w: WorstCase | None, candidate: str) -> dict[str, Any] | None:
+def worst_json(w: WorstCase | None, candidate: str, check: Check | None = None,
+               family: int = 1) -> dict[str, Any] | None:
     if w is None:
         return None
     t = w.table
     return {"errors": w.errors, "both": t.both, "lost": t.lost, "gained": t.gained,
             "neither": t.neither, "difference": t.difference,
             "difference_interval": interval_json(w.difference), "largest_loss": w.largest_loss,
-            "summary": worst_sentence(w, candidate)}
+            "summary": worst_sentence(w, candidate, None, check, family)}
 
 
 def block_json(block: Block) -> dict[str, Any]:
@@ -170,10 +223,18 @@ def block_json(block: Block) -> dict[str, Any]:
     return {"text": block}
 
 
-def score_json(r: ScoreReport, extras: TaskExtras | None = None) -> dict[str, Any]:
+def score_json(r: ScoreReport, extras: TaskExtras | None = None,
+               ex: Examined | None = None) -> dict[str, Any]:
     extras = extras or {}
     base = r.baseline.label if r.baseline else ""
-    return {
+    family = testable(ex.checks) if ex else 1
+    judged = {(a.task, a.metric) for a in ex.accuracy} if ex else set()
+
+    def check(c: PairedComparison) -> Check | None:
+        return first(ex.checks, c.task, "accuracy") if ex and (c.task, c.metric) in judged \
+            else None
+
+    data = {
         "command": "score",
         "run": side_json(r.run),
         "tasks": [{"task": s.task, "items": s.items, "errors": s.errors, "unscored": s.unscored,
@@ -184,8 +245,10 @@ def score_json(r: ScoreReport, extras: TaskExtras | None = None) -> dict[str, An
         "baseline": side_json(r.baseline),
         "setup": setup_json(r.setup),
         "pairing": pairing_json(r.pairing) if r.pairing else None,
-        "paired": [paired_json(c, base, r.run.label) for c in r.accuracy],
+        "paired": [paired_json(c, base, r.run.label, check(c), family) for c in r.accuracy],
+        **(family_json(ex) if ex else {}),
     }
+    return attach(data, ex.curves, ex.checks) if ex else data
 
 
 def score_collapse_json(r: ScoreReport, task: str) -> dict[str, Any] | None:
@@ -198,37 +261,44 @@ def score_collapse_json(r: ScoreReport, task: str) -> dict[str, Any] | None:
 
 def decision_json(d: TaskDecision, r: GateReport) -> dict[str, Any]:
     return {"task": d.task, "rule": d.rule, "passed": d.passed, "status": d.status,
-            "cannot_judge": d.cannot_judge, "skipped": d.skipped, "collapsed": d.collapsed,
-            "drift_p_adjusted": d.drift_p, "collapse_p_adjusted": d.collapse_p,
-            "reason": decision_reason(d, r), "collapse_reason": collapse_reason(d, r)}
+            "outcome": d.outcome, "failed": list(d.failed), "cannot_judge": d.cannot_judge,
+            "skipped": d.skipped, "margin_points": d.margin,
+            "checks": [check_json(c) for c in of_task(r.checks, d.task)],
+            "reason": decision_reason(d, r)}
 
 
 def gate_json(r: GateReport) -> dict[str, Any]:
-    c = r.comparison
+    ex = r.examined
+    c = ex.comparison
     base, cand = c.base.label, c.candidate.label
-    noise = c.noise.label if c.noise else None
+    family = testable(ex.checks)
     comps = {a.task: a for a in r.accuracy}
     drifts = {t.task: t for t in c.tasks}
-    return {
+    data = {
         "command": "gate",
         "verdict": r.verdict,
         "exit_code": r.exit_code,
         "policy": r.policy, "margin_points": r.margin if r.policy == "paired" else None,
         "metric": r.metric,
+        "min_recovery": ex.family.min_recovery, "max_kl": ex.family.max_kl,
         "baseline": side_json(c.base), "candidate": side_json(c.candidate),
         "noise": side_json(c.noise),
         "noises": [side_json(n) for n in c.noises],
         "candidate_repeats": [side_json(x) for x in c.repeats],
         "setup": setup_json(r.setup),
         "pairing": pairing_json(c.pairing),
+        **family_json(ex),
         "tasks": [{**decision_json(d, r),
-                   "accuracy": paired_json(comps[d.task], base, cand) if d.task in comps else None,
-                   "drift": (task_drift_json(drifts[d.task], cand, noise)
-                             if d.task in drifts else None),
-                   "collapse": collapse_json(drifts[d.task].collapse) if d.task in drifts else None}
+                   "accuracy": (paired_json(comps[d.task], base, cand,
+                                            first(r.checks, d.task, "accuracy"), family)
+                                if d.task in comps else None),
+                   "drift": task_drift_json(drifts[d.task], ex) if d.task in drifts else None,
+                   "collapse": (collapse_json(drifts[d.task].collapse, r.checks, d.task, cand)
+                                if d.task in drifts else None)}
                   for d in r.decisions],
         "summary": gate_summary(r),
     }
+    return add_json(attach(data, ex.curves, ex.checks), ex)
 
 
 def cannot_judge_json(reason: str) -> dict[str, Any]:

@@ -15,9 +15,16 @@ from typing import Any
 
 from kveval.errors import KvevalError
 from kveval.formats.records import ItemRecord
-from kveval.judge.compare import Pair, Side, by_task, compare_sides
-from kveval.judge.curves import DEFAULT_THRESHOLD
-from kveval.judge.verdict import GateReport, flatten, inspect_setup, score_report
+from kveval.judge.compare import Pair, Side, by_task
+from kveval.judge.verdict import (
+    Examined,
+    Family,
+    GateReport,
+    examine,
+    flatten,
+    inspect_setup,
+    score_report,
+)
 from kveval.show import report
 
 MAX_CHANGED = 60  # changed answers kept per task (the longest changes first)
@@ -39,8 +46,7 @@ class Inputs:
     skip: tuple[str, ...]
     policy: str
     margin: float | None
-    metric: str
-    threshold: float = DEFAULT_THRESHOLD  # effective length: --effective-threshold
+    family: Family = Family()  # --metric, --alpha, --max-kl, --min-recovery, effective length
 
 
 def page_data(inputs: Inputs, result: GateReport | None, error: str | None,
@@ -52,21 +58,32 @@ def page_data(inputs: Inputs, result: GateReport | None, error: str | None,
         verdict = report.gate_json(result) if result else report.cannot_judge_json(error or "")
     verdict.setdefault("policy", inputs.policy)
     verdict.setdefault("margin_points", inputs.margin)
-    verdict.setdefault("metric", inputs.metric)
+    verdict.setdefault("metric", inputs.family.metric)
     data: dict[str, Any] = {"gate": verdict, "runs": runs_data(inputs)}
     if inputs.baseline is None or inputs.candidate is None:
         return data
-    data.update(_judged(inputs, inputs.baseline, inputs.candidate, extras))
+    data.update(_judged(inputs, inputs.baseline, inputs.candidate, extras,
+                        result.examined if result else None))
     return data
 
 
-def _judged(inputs: Inputs, base: Side, cand: Side, extras: Extras | None) -> dict[str, Any]:
-    """score, compare, grids and changed answers; a part that cannot be computed is left out
-    (the verdict banner already says why)."""
+def _judged(inputs: Inputs, base: Side, cand: Side, extras: Extras | None,
+            examined: Examined | None) -> dict[str, Any]:
+    """score, compare, grids and changed answers, from the family the gate judged on; a part
+    that cannot be computed is left out (the verdict banner already says why)."""
     data: dict[str, Any] = {}
-    parts = (("score", lambda: _score(base, cand, extras)),
-             ("noise_scores", lambda: [_score(base, n, None) for n in inputs.noise]),
-             ("compare", lambda: _compare(inputs, base, cand)),
+    found: list[Examined | None] = [examined]
+
+    def family() -> Examined:
+        got = found[0] or examine(base, cand, inputs.noise, inputs.repeats, inputs.family)
+        found[0] = got
+        return got
+
+    first = inputs.noise[0] if inputs.noise else None
+
+    parts = (("score", lambda: _score(base, cand, extras, family())),
+             ("noise_scores", lambda: [_score(base, n, None, None) for n in inputs.noise]),
+             ("compare", lambda: report.compare_json(inspect_setup(base, cand, first), family())),
              ("grids", lambda: baseline_grids(base)),
              ("changed", lambda: changed_answers(base, cand)))
     for key, build in parts:
@@ -77,16 +94,10 @@ def _judged(inputs: Inputs, base: Side, cand: Side, extras: Extras | None) -> di
     return data
 
 
-def _score(base: Side, run: Side, extras: Extras | None) -> dict[str, Any]:
+def _score(base: Side, run: Side, extras: Extras | None,
+           examined: Examined | None) -> dict[str, Any]:
     result = score_report(run, base)
-    return report.score_json(result, extras(run, base) if extras else None)
-
-
-def _compare(inputs: Inputs, base: Side, cand: Side) -> dict[str, Any]:
-    first = inputs.noise[0] if inputs.noise else None
-    comparison = compare_sides(base, cand, noises=inputs.noise, repeats=inputs.repeats,
-                               skip=inputs.skip)
-    return report.compare_json(inspect_setup(base, cand, first), comparison)
+    return report.score_json(result, extras(run, base) if extras else None, examined)
 
 
 # ---------------------------------------------------------------- runs and fingerprints

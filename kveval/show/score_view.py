@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from kveval.judge.checks import first
 from kveval.judge.collapse import length_ratio
-from kveval.judge.verdict import PairedComparison, ScoreReport, TaskScore
+from kveval.judge.verdict import Examined, PairedComparison, ScoreReport, TaskScore
 from kveval.show.blocks import Block, Heading, Note, Table
+from kveval.show.checks_view import checks_table
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
 from kveval.show.words import (
     REPETITION_NOTE,
@@ -14,6 +16,7 @@ from kveval.show.words import (
     collapse_text,
     overlap_sentence,
     paired_sentence,
+    testable,
     worst_sentence,
 )
 
@@ -68,17 +71,24 @@ def collapse_blocks(r: ScoreReport) -> list[Block]:
     return [Heading("collapse"), Table(header, collapse_rows(r)), REPETITION_NOTE]
 
 
-def paired_lines(r: ScoreReport, base: str, cand: str) -> list[Block]:
+def paired_lines(r: ScoreReport, base: str, cand: str, ex: Examined | None) -> list[Block]:
+    """The paired view of each task and metric; the metric the family judges carries its
+    check's adjusted p-value, the other metric is shown without one."""
     lines: list[Block] = []
+    family = testable(ex.checks) if ex else 1
+    judged = {(a.task, a.metric) for a in ex.accuracy} if ex else set()
     for c in r.accuracy:
         name = c.task if c.sole_metric else f"{c.task} {c.metric}"
-        lines.append(f"{name}: {paired_sentence(c, base, cand)}")
+        check = first(ex.checks, c.task, "accuracy") if ex and (c.task, c.metric) in judged \
+            else None
+        lines.append(f"{name}: {paired_sentence(c, base, cand, check, family)}")
         if c.worst is not None:
-            lines.append(f"{name}: {worst_sentence(c.worst, cand)}")
+            lines.append(f"{name}: {worst_sentence(c.worst, cand, None, check, family)}")
     return lines
 
 
-def score_blocks(r: ScoreReport, extras: TaskExtras | None = None) -> list[Block]:
+def score_blocks(r: ScoreReport, extras: TaskExtras | None = None,
+                 ex: Examined | None = None) -> list[Block]:
     blocks: list[Block] = [Heading(f"kveval score: {r.run.label}"),
                            sides_block(("run", r.run), ("baseline", r.baseline))]
     if r.run.truncated_tail and r.setup is None:
@@ -98,6 +108,8 @@ def score_blocks(r: ScoreReport, extras: TaskExtras | None = None) -> list[Block
     blocks += [Heading(f"against the baseline {base}"), *setup_blocks(r.setup)]
     blocks.append(Table(("task", "metric", base, cand, "overlap verdict"),
                         paired_rows(r.accuracy, cand)))
-    blocks += paired_lines(r, base, cand)
+    blocks += paired_lines(r, base, cand, ex)
+    if ex is not None:
+        blocks += [Heading("checks"), checks_table(ex.checks)]
     blocks.append(pairing_line(r.pairing, base, cand))
     return blocks

@@ -69,18 +69,6 @@ def margin_text(gate: Mapping[str, Any]) -> str:
     return f"policy {policy}" + (f", margin {margin:g} points" if margin is not None else "")
 
 
-def loss_sentence(paired: Mapping[str, Any]) -> str:
-    """"N questions cannot rule out a loss of X points", from a paired `--json` entry."""
-    n = sum(paired[k] for k in ("both", "lost", "gained", "neither"))
-    low, high = paired["difference_interval"]
-    if high < 0:
-        return (f"{n} questions show a loss of at least {100 * -high:.1f} points "
-                f"(up to {100 * -low:.1f}).")
-    if paired["largest_loss"] == 0:
-        return f"{n} questions rule out any loss."
-    return f"{n} questions cannot rule out a loss of {100 * paired['largest_loss']:.1f} points."
-
-
 def _joined(*parts: Any) -> str:
     """The strings among `parts`, each once (one may already contain another)."""
     kept: list[str] = []
@@ -102,18 +90,18 @@ def verdict_section(data: Mapping[str, Any]) -> dict[str, Any]:
     word = WORDS.get(gate.get("verdict", ""), "CANNOT JUDGE")
     rows = []
     for t in gate.get("tasks") or []:
-        acc = t.get("accuracy")
-        loss = (f"{metric_name(data, acc['task'], acc['metric'])}: {loss_sentence(acc)}"
-                if acc else "")
         status = t.get("status") or PASSED.get(t.get("passed"), "-")
-        reason = _joined(t.get("reason"), t.get("cannot_judge"), t.get("collapse_reason"))
+        reason = _joined(t.get("reason"), t.get("cannot_judge"))
         rows.append({"task": t["task"], "rule": t.get("rule") or "-",
                      "verdict": "REGRESSION" if status == "regression" else status,
-                     "failed": t.get("passed") is False, "reason": reason, "loss": loss})
+                     "failed": status == "regression", "reason": reason})
+    losses = [f"{r['task']}: {r['reason']}" for r in rows if r["failed"]]
+    if gate.get("warning"):
+        losses.append(gate["warning"])
     return {"word": word, "css": word.lower().replace(" ", "-"), "exit_code": gate.get("exit_code"),
             "policy": margin_text(gate), "metric": gate.get("metric"),
             "summary": gate.get("summary") or gate.get("reason") or "", "tasks": rows,
-            "losses": [r["loss"] for r in rows if r["loss"]]}
+            "losses": losses}
 
 
 # ---------------------------------------------------------------- 2. setup

@@ -3,10 +3,13 @@ reports print (overlap, paired, loss, drift)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kveval.judge.accuracy import WorstCase
+from kveval.judge.checks import Check
 from kveval.judge.collapse import NGRAM, REPETITION_SAMPLE, Collapse
-from kveval.judge.compare import ALPHA, Drift, NoiseTest, TaskDrift
-from kveval.judge.floor import SpreadTest
+from kveval.judge.compare import Drift, TaskDrift
+from kveval.judge.floor import ASSUMED_SPREAD, CountTest
 from kveval.judge.stats import Interval
 from kveval.judge.verdict import Accuracy, PairedComparison
 
@@ -54,80 +57,118 @@ def accuracy_text(acc: Accuracy | None) -> str:
 
 def overlap_sentence(c: PairedComparison, candidate: str) -> str:
     if c.overlap:
-        return "intervals overlap: no difference shown"
+        return "intervals overlap"
     side = "lower" if c.candidate.interval.high < c.baseline.interval.low else "higher"
     return f"intervals do not overlap: {candidate} is {side}"
 
 
-def loss_sentence(c: PairedComparison | WorstCase, margin: float | None = None) -> str:
-    """The largest loss the paired data cannot rule out, in one sentence; beside a margin (in
-    points) with enough digits that the sentence cannot contradict the verdict."""
+def check_result(c: Check | None, family: int) -> str:
+    """The check's p-values and what they show: "shown (p = 0.0010; Holm-adjusted over 12
+    checks, p = 0.012)", "not shown (...)", or that the items cannot show it at all."""
+    if c is None:
+        return "not tested"
+    if not c.testable:
+        return (f"cannot show a difference at alpha {c.alpha:g} with these items (p = "
+                f"{p_value(c.p_value)}; the smallest these data allow is {p_value(c.min_p)})")
+    word = "shown" if c.alarmed else "not shown"
+    return (f"{word} at alpha {c.alpha:g} ({p_text(c.p_value)}; Holm-adjusted over "
+            f"{plural(family, 'check')}, {p_text(c.adjusted_p)})")
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def p_value(p: float) -> str:
+    """A p-value without its "p": "0.0010", "< 0.0001"."""
+    return p_text(p).removeprefix("p = ").removeprefix("p ")
+
+
+def testable(checks: Sequence[Check]) -> int:
+    return sum(c.testable for c in checks)
+
+
+def loss_sentence(c: PairedComparison | WorstCase, margin: float | None = None,
+                  check: Check | None = None) -> str:
+    """The interval for the difference in one sentence; "a loss shown" only where the family's
+    accuracy check shows it, so the sentence cannot contradict the verdict."""
     n, d = c.table.n, c.difference
-    if d.high < 0:
+    loss = f"{points(-d.high, margin)} to {points(-d.low, margin)} points"
+    if d.high < 0 and check is not None and check.alarmed:
         return (f"{n} questions show a loss of at least {points(-d.high, margin)} points "
                 f"(up to {points(-d.low, margin)}).")
+    if d.high < 0 and check is not None:
+        return (f"{n} questions: the 95% CI alone puts the loss at {loss}; across the gate's "
+                "checks it is not shown.")
+    if d.high < 0:
+        return f"{n} questions: 95% CI of the loss {loss} (unadjusted; not a check of the gate)."
     if c.largest_loss == 0:
         return f"{n} questions rule out any loss."
     return f"{n} questions cannot rule out a loss of {points(c.largest_loss, margin)} points."
 
 
-def worst_sentence(w: WorstCase, candidate: str, margin: float | None = None) -> str:
+def worst_sentence(w: WorstCase, candidate: str, margin: float | None = None,
+                   check: Check | None = None, family: int = 1) -> str:
     t = w.table
+    result = "" if check is None else f" A loss {check_result(check, family)}."
     return (f"worst case, counting {candidate}'s {w.errors} error(s) on items the baseline "
-            f"answered as losses: difference {signed(t.difference)} points, 95% CI "
-            f"{signed(w.difference.low)} to {signed(w.difference.high)}. "
-            f"{loss_sentence(w, margin)}")
+            f"answered as losses: {t.lost} lost, {t.gained} gained; difference "
+            f"{signed(t.difference)} points, 95% CI {signed(w.difference.low)} to "
+            f"{signed(w.difference.high)}.{result} {loss_sentence(w, margin, check)}")
 
 
-def paired_sentence(c: PairedComparison, base: str, candidate: str) -> str:
+def paired_sentence(c: PairedComparison, base: str, candidate: str, check: Check | None = None,
+                    family: int = 1) -> str:
+    """The paired table in words; the family's verdict on it where it decides on this table
+    (with errors in the candidate, the worst case decides: worst_sentence)."""
     t = c.table
-    return (f"paired on {t.n} items: {candidate} got {t.lost} wrong that {base} got right and "
-            f"{t.gained} right that {base} got wrong (exact McNemar {p_text(c.p_value)}); "
+    decides = check if c.worst is None else None
+    result = "" if decides is None else f": a loss {check_result(decides, family)}"
+    return (f"paired on {t.n} items, {candidate} got {t.lost} wrong that {base} got right and "
+            f"{t.gained} right that {base} got wrong (one-sided exact McNemar){result}; "
             f"difference {signed(t.difference)} points, 95% CI {signed(c.difference.low)} to "
-            f"{signed(c.difference.high)}. {loss_sentence(c)}")
+            f"{signed(c.difference.high)}. {loss_sentence(c, None, check)}")
 
 
 def changed_text(d: Drift) -> str:
     return f"{d.changed} of {d.pairs}"
 
 
-def drift_sentence(d: TaskDrift, candidate: str, noise: str | None) -> str:
-    if d.spread is not None:
-        return spread_sentence(d, candidate)
-    if d.test is None or noise is None:
-        c = d.candidate
+def pool_text(t: CountTest, runs: str) -> str:
+    """How the pool's spread entered: measured, assumed, or shown beyond."""
+    counts = ", ".join(map(str, t.pool))
+    spread = ("their spread measured" if t.spread_measured else
+              f"their spread assumed (log-sd {ASSUMED_SPREAD:g} of the rate; give --noise "
+              "two or three times to measure it)")
+    return f"{runs} {counts}; {spread}"
+
+
+def drift_sentence(d: TaskDrift, candidate: str, check: Check | None = None,
+                   family: int = 1, noises: Sequence[str] = (), judged: bool = False) -> str:
+    """The candidate's changed answers against the noise runs'; `judged`: the task is judged
+    by accuracy, so its drift is shown, not tested."""
+    c = d.candidate
+    if d.changed is None:
         return (f"{candidate} changed {c.changed} of {c.pairs} answers "
                 f"({pct(c.changed / c.pairs if c.pairs else None)}); no noise run to compare with")
-    return (noise_sentence(d.test, candidate, noise) + "; one noise run: the floor's own "
-            "spread is unknown (give --noise two or three times)")
+    t = d.changed
+    named = f" {', '.join(noises)}" if noises else ""
+    runs = f"the noise run{named} changed" if len(t.pool) == 1 else \
+        f"the noise runs{named} changed"
+    if judged:
+        return (f"{candidate} changed {t.candidate} of {t.items} answers; {runs} "
+                f"{', '.join(map(str, t.pool))} (shown, not judged: judged by accuracy)")
+    return (f"{candidate} changed {t.candidate} of {t.items} answers; {pool_text(t, runs)}; "
+            f"more drift than the noise floor {check_result(check, family)}")
 
 
-def noise_sentence(t: NoiseTest, candidate: str, noise: str) -> str:
-    if t.drifts_more:
-        verdict = "more drift than the noise floor"
-    elif t.candidate_only < t.noise_only and t.p_value < ALPHA:
-        verdict = "less drift than the noise run"
-    else:
-        verdict = "within the noise floor"
-    return (f"{candidate} changed {t.candidate_changed} of {t.items} answers; the noise run "
-            f"{noise} changed {t.noise_changed}; {p_text(t.p_value)} (exact McNemar on the same "
-            f"items): {verdict}")
-
-
-def spread_sentence(d: TaskDrift, candidate: str) -> str:
-    s = d.spread
-    assert s is not None
-    between = ", ".join(str(b.changed) for b in d.between_noise)
-    return (f"{candidate} changed {s.candidate} of {s.items} answers; {len(s.noise)} noise runs "
-            f"changed {', '.join(map(str, s.noise))} (and {between} against each other); "
-            f"{floor_verdict(s)}")
-
-
-def floor_verdict(s: SpreadTest) -> str:
-    word = "beyond the noise floor" if s.exceeds else "within the noise floor"
-    adjusted = f", Holm-adjusted {p_text(s.adjusted_p)}" if s.adjusted_p != s.p_value else ""
-    return (f"one-sided 95% prediction limit {s.limit:.1f} from the spread of the baseline's "
-            f"setup, {p_text(s.p_value)}{adjusted}: {word}")
+def count_sentence(kind: str, t: CountTest, candidate: str, check: Check | None,
+                   family: int) -> str:
+    """Answers cut at max_tokens, or empty: the candidate's count against the pool's."""
+    what = "cut at max_tokens" if kind == "truncated" else "empty"
+    runs = "the baseline's setup had" if len(t.pool) > 1 else "the baseline had"
+    return (f"{candidate} has {t.candidate} of {t.items} answers {what}; "
+            f"{pool_text(t, runs)}; more than the floor {check_result(check, family)}")
 
 
 def instability_sentence(d: TaskDrift, candidate: str, repeats: list[str]) -> str:

@@ -1,0 +1,127 @@
+"""What `gate` and `report` share: reading the runs, taking the gate's decision, and
+publishing it as a page (`gate --html`, `report -o`) and a GitHub Actions job summary.
+
+A run file that cannot be read or runs that cannot be judged still give a page (CANNOT
+JUDGE, with the reason), so a CI job always has an artifact to upload. Heavy modules are
+imported inside the functions, so `kveval --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kveval.cli import reading
+
+if TYPE_CHECKING:
+    from kveval.judge.compare import Side
+    from kveval.judge.verdict import Family, GateReport
+    from kveval.show.page import Inputs
+    from kveval.show.report import Block
+
+
+@dataclass(frozen=True)
+class GateArgs:
+    """The run files and options of a gate: what `report` and `gate --html` draw."""
+
+    baseline: str
+    candidate: str
+    noise: tuple[str, ...]
+    repeats: tuple[str, ...]
+    policy: str
+    margin: float | None  # None: the policy has no margin
+    family: Family
+
+
+def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
+    """The runs as read; the first file that cannot be read is the error (the page says so)."""
+    from kveval.errors import KvevalError
+    from kveval.formats.reader import Shared
+    from kveval.show.page import Inputs
+
+    shared = Shared()
+    sides: list[Side | None] = []
+    error: Exception | None = None
+    for path in (args.baseline, args.candidate, *args.noise, *args.repeats):
+        try:
+            sides.append(reading.load_run(path, shared))
+        except KvevalError as exc:
+            sides.append(None)
+            error = error or exc
+    noise, repeats = sides[2:2 + len(args.noise)], sides[2 + len(args.noise):]
+    return Inputs(sides[0], sides[1], tuple(s for s in noise if s is not None),
+                  tuple(s for s in repeats if s is not None), args.family.skip, args.policy,
+                  args.margin, args.family), error
+
+
+def decide_gate(inputs: Inputs, max_error_rate: float,
+                ) -> tuple[GateReport, list[Block], dict[str, Any]]:
+    """The gate's whole decision on runs already read (judge/verdict.py decides), its text
+    blocks and its JSON. `gate` prints it and `report` draws it."""
+    from kveval.judge.verdict import DEFAULT_MARGIN, gate
+    from kveval.show import report
+
+    base, cand = inputs.baseline, inputs.candidate
+    assert base is not None and cand is not None  # load_inputs read every file
+    reading.check_fewshot(base, cand, *inputs.noise, *inputs.repeats)
+    result = gate(base, cand, list(inputs.noise), policy=inputs.policy,
+                  margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
+                  max_error_rate=max_error_rate, repeats=list(inputs.repeats),
+                  family=inputs.family)
+    return result, report.gate_blocks(result), report.gate_json(result)
+
+
+def page_html(inputs: Inputs, result: GateReport | None, error: Exception | None,
+              verdict: dict[str, Any] | None = None) -> str:
+    """The page; `verdict` is the gate's JSON where the gate got that far."""
+    from kveval.show.extras import task_extras
+    from kveval.show.html import render
+    from kveval.show.page import page_data
+
+    reason = None if error is None else str(error)
+    return render(page_data(inputs, result, reason, extras=task_extras, verdict=verdict))
+
+
+def write_page(path: str, html: str) -> None:
+    from pathlib import Path
+
+    from kveval.errors import UsageError
+
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the page ({exc.strerror or exc})") from None
+
+
+def publish(inputs: Inputs, html: str | None, summary: str | None, result: GateReport | None,
+            error: Exception | None, verdict: dict[str, Any] | None = None) -> None:
+    """What gate writes beside its decision: the page (`--html FILE`) and the Markdown
+    `summary` (with `--markdown`) in the GitHub Actions job summary."""
+    if summary is not None:
+        append_step_summary(summary)
+    if html:
+        write_page(html, page_html(inputs, result, error, verdict))
+        click.echo(f"kveval: wrote the page {html}", err=True)
+
+
+def cannot_judge_markdown(reason: str) -> str:
+    from kveval.safe import markdown
+
+    return f"### kveval gate: CANNOT JUDGE\n\n{markdown(reason)}\n"
+
+
+def append_step_summary(markdown: str) -> None:
+    """On GitHub Actions, the gate's Markdown also goes to the job's summary page."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return
+    try:
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(markdown + "\n")
+    except OSError as exc:
+        click.echo(f"kveval: warning: cannot append to $GITHUB_STEP_SUMMARY ({exc})", err=True)

@@ -1,0 +1,118 @@
+"""The options the verdict commands share, as click decorators, and the judging options they
+make. Only click is imported at module level, so `kveval --help` stays fast."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from kveval.judge.verdict import Family
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _apply(func: F, *decorators: Callable[[F], F]) -> F:
+    for decorate in reversed(decorators):
+        func = decorate(func)
+    return func
+
+
+def output_options(func: F) -> F:
+    return _apply(func,
+                  click.option("--json", "as_json", is_flag=True,
+                               help="Print machine-readable JSON on stdout."),
+                  click.option("--markdown", is_flag=True,
+                               help="Print a Markdown block to paste into a PR."))
+
+
+def noise_option(help_text: str) -> Callable[[F], F]:
+    return click.option("--noise", "noise", multiple=True, metavar="N", help=help_text)
+
+
+def repeat_option(func: F) -> F:
+    return click.option(
+        "--candidate-repeat", "repeats", multiple=True, metavar="FILE",
+        help="Another run of the candidate's setup (repeatable): how much the candidate "
+             "disagrees with itself, reported beside the noise floor.")(func)
+
+
+def family_options(func: F) -> F:
+    """The options that shape the family of checks: compare, score, gate and report take
+    them all, so the same runs and options print the same adjusted p-values everywhere."""
+    return _apply(
+        func,
+        click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+                     default=0.05, show_default=True, metavar="LEVEL",
+                     help="The family-wise level: every check of every task is one Holm "
+                          "family at this level."),
+        click.option("--metric", type=click.Choice(["flexible", "strict"]), default="flexible",
+                     show_default=True,
+                     help="Judge `correct` (GSM8K: the flexible match) or `correct_strict`."),
+        click.option("--skip", multiple=True, metavar="TASK",
+                     help="Leave a task unjudged (repeatable), e.g. one too small for the "
+                          "margin."),
+        click.option("--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
+                     help="Divergence joins the checks: a task fails when its mean per-token "
+                          "KL exceeds the noise floor's by more than NATS (one-sided "
+                          "permutation within items). Needs --noise and --logprobs runs. "
+                          "Without it, divergence beyond the floor is a warning."),
+        click.option("--min-recovery", type=click.FloatRange(0, 1, min_open=True),
+                     metavar="R",
+                     help="A check per long-context task: its AUC recovery is at least R (a "
+                          "fraction: 0.95 = 95% of the baseline's AUC); needs 5 paired items "
+                          "per length."),
+        click.option("--effective-fraction", type=click.FloatRange(0, 1, min_open=True),
+                     default=0.9, show_default=True, metavar="FRACTION",
+                     help="Relative effective length: the longest length up to which a task "
+                          "scores at least this fraction of its shortest length's score."),
+        click.option("--effective-threshold", type=click.FloatRange(0, 1),
+                     default=0.85, show_default=True, metavar="SCORE",
+                     help="Absolute effective length (RULER): the longest length up to which "
+                          "a task scores at least SCORE."))
+
+
+def gate_options(func: F) -> F:
+    return _apply(
+        func,
+        click.option("--policy", type=click.Choice(["overlap", "paired"]), default="overlap",
+                     show_default=True,
+                     help="overlap: the candidate's 95% interval overlaps the baseline's and "
+                          "no check shows a loss. paired: the paired 95% interval rules out "
+                          "a loss larger than --margin."),
+        click.option("--margin", type=click.FloatRange(min=0), default=None, metavar="POINTS",
+                     help="With --policy paired: the largest tolerated loss, in points (a "
+                          "suite task's own `margin` wins).  [default: 3]"),
+        click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0,
+                     show_default=True, metavar="FRACTION",
+                     help="Cannot judge a run whose share of error or missing items exceeds "
+                          "this (0.02 = 2%)."))
+
+
+def family(alpha: float, metric: str, skip: tuple[str, ...], max_kl: float | None,
+           min_recovery: float | None, effective_fraction: float,
+           effective_threshold: float) -> Family:
+    from kveval.judge.curves import CurveOptions
+    from kveval.judge.verdict import Family
+
+    curves = CurveOptions(effective_fraction, effective_threshold, min_recovery)
+    return Family(metric, alpha, max_kl, min_recovery, curves, tuple(skip))
+
+
+def gate_margin(policy: str, margin: float | None) -> float | None:
+    """The paired policy's margin (3 points unless given); None for the overlap policy."""
+    from kveval.errors import UsageError
+    from kveval.judge.verdict import DEFAULT_MARGIN
+
+    if margin is not None and policy != "paired":
+        raise UsageError("--margin applies only to --policy paired")
+    return (DEFAULT_MARGIN if margin is None else margin) if policy == "paired" else None
+
+
+def check_output(as_json: bool, markdown: bool) -> None:
+    from kveval.errors import UsageError
+
+    if as_json and markdown:
+        raise UsageError("choose one of --json and --markdown")

@@ -1,0 +1,74 @@
+"""The gate's checks as one family: every test of every task with its one-sided p-value,
+adjusted together at one declared level.
+
+A check's p-value comes from a discrete test (exact McNemar, a permutation within items, a
+bootstrap), so each also knows the smallest p-value its data could have given. The family is
+Holm's step-down procedure (Holm 1979, Scand. J. Statist. 6, 65-70) over the checks that can
+reach the level at all: a check whose smallest attainable p-value is above alpha can never be
+significant and does not dilute the others (Tarone 1990, Biometrics 46, 515-522; its cutoff
+at alpha is more conservative than Tarone's own, so the family-wise error stays at most
+alpha). Such a check keeps an adjusted p of 1. `compare`, `score`, `gate`, `report` and the
+JSON all print these adjusted p-values, so a sentence cannot disagree with the verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+ALPHA = 0.05  # the default family-wise level (--alpha)
+KINDS = ("accuracy", "drift", "truncated", "empty", "length", "lengths", "recovery",
+         "divergence")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One test of one task. `p_value` is one-sided (small: the candidate is worse)."""
+
+    task: str
+    kind: str  # one of KINDS
+    p_value: float
+    min_p: float  # the smallest p-value the test could have given on these data
+    label: str = ""  # which one, where a task has several of a kind ("32k" for a length)
+    adjusted_p: float = 1.0  # Holm over the family's testable checks
+    alpha: float = ALPHA
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} {self.label}" if self.label else self.kind
+
+    @property
+    def testable(self) -> bool:
+        """The data could have shown a difference at the family's level."""
+        return self.min_p <= self.alpha
+
+    @property
+    def alarmed(self) -> bool:
+        return self.adjusted_p < self.alpha
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given (scipy has no Holm)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [1.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def adjust(checks: Sequence[Check], alpha: float = ALPHA) -> tuple[Check, ...]:
+    """The family: each check with its Holm-adjusted p-value among the testable ones."""
+    marked = [replace(c, alpha=alpha) for c in checks]
+    testable = [i for i, c in enumerate(marked) if c.testable]
+    adjusted = holm([marked[i].p_value for i in testable])
+    found = {i: p for i, p in zip(testable, adjusted, strict=True)}
+    return tuple(replace(c, adjusted_p=found.get(i, 1.0)) for i, c in enumerate(marked))
+
+
+def of_task(checks: Sequence[Check], task: str, *kinds: str) -> list[Check]:
+    return [c for c in checks if c.task == task and (not kinds or c.kind in kinds)]
+
+
+def first(checks: Sequence[Check], task: str, kind: str) -> Check | None:
+    return next(iter(of_task(checks, task, kind)), None)

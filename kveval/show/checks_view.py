@@ -1,0 +1,56 @@
+"""The family of checks rendered: one table with every check's p-value and adjusted p-value,
+the collapse sentences, the divergence warning and the calibration note beside a verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kveval.judge.calibration import false_alarm_note
+from kveval.judge.checks import Check, first
+from kveval.judge.verdict import Examined
+from kveval.show.blocks import Block, Table
+from kveval.show.words import count_sentence, p_text, p_value, testable
+
+
+def _result(c: Check) -> str:
+    if not c.testable:
+        return "cannot reach alpha"
+    return "SHOWN" if c.alarmed else "-"
+
+
+def checks_table(checks: Sequence[Check]) -> Table:
+    """Every check: what it tests, its one-sided p-value, the Holm-adjusted one, the result."""
+    rows = tuple((c.task, c.name, p_value(c.p_value),
+                  p_value(c.adjusted_p) if c.testable else "-", _result(c)) for c in checks)
+    return Table(("task", "check", "p (one-sided)", "Holm-adjusted", "result"), rows)
+
+
+def check_lines(ex: Examined, accuracy: bool = True) -> list[Block]:
+    """Sentences for the collapse checks that found anything to count."""
+    cand = ex.comparison.candidate.label
+    family = testable(ex.checks)
+    lines: list[Block] = []
+    for t in ex.comparison.tasks:
+        k = t.collapse
+        if k is None:
+            continue
+        for kind, test in (("truncated", k.truncated_test), ("empty", k.empty_test)):
+            check = first(ex.checks, t.task, kind)
+            if test.candidate or (check is not None and check.alarmed):
+                lines.append(f"{t.task} {kind}: "
+                             f"{count_sentence(kind, test, cand, check, family)}")
+    return lines
+
+
+def warnings_sentence(warnings: Sequence[Check]) -> str:
+    """Divergence beyond the noise floor without --max-kl: stated, never deciding."""
+    shown = [c for c in warnings if c.alarmed]
+    if not shown:
+        return ""
+    worst = max(c.adjusted_p for c in shown)
+    return (f"next-token distributions moved beyond the noise floor in "
+            f"{', '.join(c.task for c in shown)} (Holm-adjusted {p_text(worst)})")
+
+
+def calibration_note(noise_runs: int) -> str | None:
+    return false_alarm_note(noise_runs)
