@@ -6,8 +6,8 @@
 With --run it first runs bench/long_suite.toml four times on the embedded llama.cpp engine
 (f16, an f16 restart with --order shuffle, q8_0, q4_0; one to four minutes an item on 2 loaded
 CPU cores, 14 items a run). The first file is the baseline: every other run's AUC recovery
-(paired bootstrap 95%) and the paired test of each length are against it. Below the table: how far each task's
-prompts landed from their target lengths (measured_tokens against the server's
+(paired bootstrap 95%) and the paired test of each length are against it. Below the table:
+how far each task's prompts landed from their target lengths (measured_tokens against the server's
 usage.prompt_tokens, and that against the target).
 """
 

@@ -13,6 +13,7 @@ import click
 
 from kveval import __version__
 from kveval.cli.demo import demo
+from kveval.cli.plan import plan
 from kveval.cli.report import report
 from kveval.cli.run import run, tasks
 from kveval.cli.verdicts import compare, gate, score
@@ -32,10 +33,11 @@ def cli() -> None:
     kveval score    results/fp8.jsonl --baseline results/bf16a.jsonl
     kveval gate     --baseline A --candidate B --noise N   # 0 pass, 1 regression, 2 cannot judge
     kveval report   --baseline A --candidate B --noise N -o report.html   # the same, as a page
+    kveval plan     results/bf16a.jsonl --noise results/bf16b.jsonl --detect 2  # how many items
     """
 
 
-for command in (run, tasks, compare, score, gate, report, demo):
+for command in (run, tasks, plan, compare, score, gate, report, demo):
     cli.add_command(command)
 
 

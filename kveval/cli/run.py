@@ -48,6 +48,10 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 @click.option("--resume", is_flag=True, help="Continue an existing run file: send only missing "
               "or failed items. Refused when it would drop items on file or mix setups.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing run file.")
+@click.option("--like", metavar="RUN.jsonl", type=click.Path(dir_okay=False),
+              help="A new run with that run's settings (endpoint, model, tasks, sampling, "
+                   "setup): one more noise run, say; give its own --label, -o and --order. "
+                   "With --resume and no task, the run on file continues as it was made.")
 @click.option("--data", metavar="DIR", help="GSM8K folder with train.jsonl and test.jsonl. "
               "Default: datasets.load_dataset('openai/gsm8k', 'main').")
 @click.option("--prompts", "prompts_file", metavar="FILE",

@@ -82,6 +82,8 @@ class KlTest:
     min_p: float  # the smallest p-value these items could give
     shift: float = 0.0  # nats: the tolerated excess (gate --max-kl)
     noise_runs: int = 1
+    item_spread: float = 0.0  # sd of the per-item permutation's mean difference under the null
+    noise_means: tuple[float, ...] = ()  # each noise run's mean of the per-item means
 
 
 def top_distribution(lp: Mapping[str, Any], i: int) -> dict[str, float]:
@@ -215,8 +217,11 @@ def kl_test(candidate: Sequence[ItemDivergence], *noise_runs: Sequence[ItemDiver
         return KlTest(0, 0.0, 0.0, 1.0, 1.0, shift, len(floors))
     p, smallest = exchange_p(list(cand), [list(row) for row in noise])
     p = max(p, run_p(cand, noise))
+    values = np.vstack([cand + shift, noise])
+    k = len(floors)
+    spread = math.sqrt(float(np.sum(((k + 1) / k) ** 2 * values.var(axis=0)))) / len(shared)
     return KlTest(len(shared), float(cand.mean()) + shift, float(noise.mean()), p, smallest,
-                  shift, len(floors))
+                  shift, k, spread, tuple(float(m) for m in noise.mean(axis=1)))
 
 
 def run_p(candidate: np.ndarray, noise: np.ndarray) -> float:

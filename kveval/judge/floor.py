@@ -49,6 +49,8 @@ class CountTest:
     spread_p: float  # the prediction test with the pool's spread (measured or assumed)
     min_p: float  # the smallest p-value the exact test could give with these item totals
     spread_measured: bool  # three or more pool runs: the spread is measured, not assumed
+    figures: tuple[float, ...] = ()  # the pool runs' figures the spread part compares with
+    exchanged: int = 2  # the candidate and the runs it is exchanged with, item by item
 
     @property
     def p_value(self) -> float:
@@ -146,7 +148,8 @@ def own_count_test(candidate: np.ndarray, pool: np.ndarray) -> CountTest:
     counts = tuple(int(c) for c in pool.sum(axis=1))
     x = int(candidate.sum())
     spread, measured = spread_p(x, counts, candidate.size)
-    return CountTest(candidate.size, x, counts, p, spread, smallest, measured)
+    return CountTest(candidate.size, x, counts, p, spread, smallest, measured,
+                     tuple(map(float, counts)), pool.shape[0] + 1)
 
 
 def run_effects(among: np.ndarray) -> np.ndarray:
@@ -171,7 +174,7 @@ def changed_test(answers: Sequence[Sequence[object]]) -> CountTest:
     spread, measured = spread_p(float(own[-1]), [float(q) for q in own[:-1]], coded.shape[1])
     counts = tuple(int(c) for c in differs[:-1].sum(axis=1))
     return CountTest(coded.shape[1], int(differs[-1].sum()), counts, p, spread, smallest,
-                     measured)
+                     measured, tuple(float(q) for q in own[:-1]), differs.shape[0])
 
 
 def _codes(answers: Sequence[Sequence[object]]) -> np.ndarray:

@@ -41,6 +41,7 @@ from kveval.judge.decide import (
     decide,
     warnings_family,
 )
+from kveval.judge.detect import Detectable, task_detectable
 from kveval.judge.divergence import TaskDivergence, task_divergences
 from kveval.judge.setup import (
     Difference,
@@ -85,6 +86,12 @@ class Examined:
     checks: tuple[Check, ...]
     warnings: tuple[Check, ...]
     family: Family
+    detectable: dict[str, tuple[Detectable, ...]] = field(default_factory=dict)  # by task
+
+    @property
+    def level(self) -> float:
+        """The level one check must reach on its own in the family (Holm's first step)."""
+        return self.family.alpha / max(1, sum(c.testable for c in self.checks))
 
 
 def check_skip(base: Side, skip: Sequence[str]) -> None:
@@ -186,8 +193,10 @@ def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequen
     options = Options(alpha=family.alpha, max_kl=family.max_kl,
                       min_recovery=family.min_recovery)
     checks, _ = decide(evidence, options)
+    level = family.alpha / max(1, sum(c.testable for c in checks))
+    seen = {e.task: task_detectable(e, level) for e in evidence if not e.skipped and not e.missing}
     return Examined(comparison, judged, curves, divergences, evidence, checks,
-                    warnings_family(evidence, options), family)
+                    warnings_family(evidence, options), family, seen)
 
 
 def check_max_kl(family: Family, noises: Sequence[Side],

@@ -42,6 +42,8 @@ class RunOptions:
     logprobs: int | None = None  # --logprobs K; None: each task's own (suite key), else off
     teacher_force: str | None = None  # --teacher-force BASELINE.jsonl
     order: str = "data"  # --order: data or shuffle
+    specs: tuple[Any, ...] = ()  # the tasks as a resumed run's header recorded them (replay)
+    like: str | None = None  # --like RUN.jsonl: a new run with that run's settings
 
     @classmethod
     def from_cli(cls, o: dict[str, Any]) -> RunOptions:
@@ -59,13 +61,18 @@ class RunOptions:
             setup=parse_setup(o.get("setup") or ()), order=o.get("order") or "data",
             fewshot={k: o[k] for k in FEWSHOT_KEYS if o.get(k) is not None},
             logprobs=o.get("logprobs"), teacher_force=o.get("teacher_force"),
+            like=o.get("like"),
         )
 
 
 def _check_flags(o: dict[str, Any]) -> None:
     _check_teacher_force(o)
-    if not o["task_names"] and not o["suite"] and not o.get("teacher_force"):
-        raise UsageError("name what to run: --task NAME (repeatable) or --suite FILE.toml")
+    if o.get("like") and (o["task_names"] or o["suite"] or o.get("teacher_force")):
+        raise UsageError("--like takes the tasks from its run file; drop --task and --suite")
+    if not o["task_names"] and not o["suite"] and not o.get("teacher_force") \
+            and not o["resume"] and not o.get("like"):
+        raise UsageError("name what to run: --task NAME (repeatable) or --suite FILE.toml "
+                         "(or --resume -o FILE to continue a run as it was made)")
     if o["resume"] and o["overwrite"]:
         raise UsageError("--resume and --overwrite exclude each other")
     engine = [k for k in ("model_path", "kv_cache_type", "ctx") if o[k] is not None]

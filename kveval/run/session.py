@@ -58,7 +58,7 @@ class Resolved:
 
 def resolve(opts: RunOptions) -> Resolved:
     suite = read_suite(opts.suite) if opts.suite else Suite([])
-    specs = list(suite.specs)
+    specs = list(opts.specs) + list(suite.specs)
     specs += [builtin_spec(name) for name in opts.task_names if name not in {s.name for s in specs}]
     if opts.fewshot and not any(spec.adapter == "gsm8k" for spec in specs):
         raise UsageError("--fewshot, --shots and --fewshot-seed apply to the gsm8k task only")
@@ -247,11 +247,27 @@ def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job
     return summarize(opts, every, records, time.perf_counter() - started, order)
 
 
+def replayed(opts: RunOptions, old: Run | None) -> RunOptions:
+    """With no task named: the settings of the run on file (--resume) or of --like FILE."""
+    if opts.task_names or opts.suite:
+        return opts
+    from kveval.formats.records import read_run
+    from kveval.run.replay import from_header
+
+    if opts.like:
+        return from_header(read_run(opts.like).header, opts, new_run=True)
+    if old is None:
+        raise UsageError(f"{opts.output}: no run file to resume; name what to run: --task "
+                         "NAME or --suite FILE.toml")
+    return from_header(old.header, opts)
+
+
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
     if opts.teacher_force:
         return run_forced(opts, started)
     old = existing_run(opts.output, opts.resume, opts.overwrite)
+    opts = replayed(opts, old)
     check_writable(opts.output)
     resolved = resolve(opts)
     loaded, sources = {}, {}

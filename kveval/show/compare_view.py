@@ -13,6 +13,7 @@ from kveval.show.checks_view import check_lines, checks_table, warnings_sentence
 from kveval.show.curves import headed
 from kveval.show.divergence import divergence_blocks
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
+from kveval.show.seen import detectable_lines
 from kveval.show.words import (
     REPETITION_NOTE,
     collapse_text,
@@ -112,7 +113,7 @@ def compare_blocks(setup: Setup | None, ex: Examined) -> list[Block]:
     blocks += headed(ex.curves, ex.checks) + divergence_blocks(ex)
     warned = warnings_sentence(ex.warnings)
     blocks += [f"divergence: {warned}"] if warned else []
-    blocks += [Heading("checks"), checks_table(ex.checks)]
+    blocks += [Heading("checks"), checks_table(ex.checks), *detectable_lines(ex)]
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
     for t in c.tasks:
         blocks += [diverged_block(p, c.base.label, c.candidate.label) for p in t.diverged]

@@ -17,6 +17,7 @@ from kveval.show.compare_view import collapse_table
 from kveval.show.curves import headed
 from kveval.show.divergence import divergence_blocks
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
+from kveval.show.seen import detectable_lines
 from kveval.show.words import (
     REPETITION_NOTE,
     accuracy_text,
@@ -162,7 +163,7 @@ def verdict_blocks(r: GateReport) -> list[Block]:
     blocks: list[Block] = [Table(("task", "judged by", "metric", base, cand, "verdict"),
                                  gate_rows(r))]
     blocks += [f"{d.task}: {decision_reason(d, r)}" for d in r.decisions]
-    return blocks + check_lines(ex, accuracy=False)
+    return blocks + check_lines(ex, accuracy=False) + detectable_lines(ex)
 
 
 def gate_blocks(r: GateReport) -> list[Block]:

@@ -29,6 +29,7 @@ from kveval.show.curves import attach
 from kveval.show.divergence import add_json
 from kveval.show.gate_view import decision_reason, gate_summary
 from kveval.show.score_view import TaskExtras
+from kveval.show.seen import attach as attach_detectable
 from kveval.show.words import (
     count_sentence,
     drift_sentence,
@@ -178,7 +179,7 @@ def compare_json(setup: Setup | None, ex: Examined) -> dict[str, Any]:
         **family_json(ex),
         "tasks": [task_drift_json(t, ex) for t in c.tasks],
     }
-    return add_json(attach(data, ex.curves, ex.checks), ex)
+    return attach_detectable(add_json(attach(data, ex.curves, ex.checks), ex), ex)
 
 
 def paired_json(c: PairedComparison, base: str, candidate: str, check: Check | None = None,
@@ -248,7 +249,7 @@ def score_json(r: ScoreReport, extras: TaskExtras | None = None,
         "paired": [paired_json(c, base, r.run.label, check(c), family) for c in r.accuracy],
         **(family_json(ex) if ex else {}),
     }
-    return attach(data, ex.curves, ex.checks) if ex else data
+    return attach_detectable(attach(data, ex.curves, ex.checks), ex) if ex else data
 
 
 def score_collapse_json(r: ScoreReport, task: str) -> dict[str, Any] | None:
@@ -298,7 +299,7 @@ def gate_json(r: GateReport) -> dict[str, Any]:
                   for d in r.decisions],
         "summary": gate_summary(r),
     }
-    return add_json(attach(data, ex.curves, ex.checks), ex)
+    return attach_detectable(add_json(attach(data, ex.curves, ex.checks), ex), ex)
 
 
 def cannot_judge_json(reason: str) -> dict[str, Any]:

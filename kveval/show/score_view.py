@@ -10,6 +10,7 @@ from kveval.judge.verdict import Examined, PairedComparison, ScoreReport, TaskSc
 from kveval.show.blocks import Block, Heading, Note, Table
 from kveval.show.checks_view import checks_table
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
+from kveval.show.seen import detectable_lines
 from kveval.show.words import (
     REPETITION_NOTE,
     accuracy_text,
@@ -110,6 +111,6 @@ def score_blocks(r: ScoreReport, extras: TaskExtras | None = None,
                         paired_rows(r.accuracy, cand)))
     blocks += paired_lines(r, base, cand, ex)
     if ex is not None:
-        blocks += [Heading("checks"), checks_table(ex.checks)]
+        blocks += [Heading("checks"), checks_table(ex.checks), *detectable_lines(ex)]
     blocks.append(pairing_line(r.pairing, base, cand))
     return blocks

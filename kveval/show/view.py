@@ -92,16 +92,31 @@ def verdict_section(data: Mapping[str, Any]) -> dict[str, Any]:
     for t in gate.get("tasks") or []:
         status = t.get("status") or PASSED.get(t.get("passed"), "-")
         reason = _joined(t.get("reason"), t.get("cannot_judge"))
+        seen = "; ".join(d.get("summary", "") for d in (t.get("detectable") or {}).values())
         rows.append({"task": t["task"], "rule": t.get("rule") or "-",
                      "verdict": "REGRESSION" if status == "regression" else status,
-                     "failed": status == "regression", "reason": reason})
+                     "failed": status == "regression", "reason": reason, "seen": seen})
     losses = [f"{r['task']}: {r['reason']}" for r in rows if r["failed"]]
     if gate.get("warning"):
         losses.append(gate["warning"])
     return {"word": word, "css": word.lower().replace(" ", "-"), "exit_code": gate.get("exit_code"),
             "policy": margin_text(gate), "metric": gate.get("metric"),
             "summary": gate.get("summary") or gate.get("reason") or "", "tasks": rows,
-            "losses": losses}
+            "losses": losses, "checks": [_check_row(c) for c in gate.get("checks") or []],
+            "alpha": gate.get("alpha"), "family_size": gate.get("family_size")}
+
+
+def _p(value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "-"
+    return "< 0.0001" if value < 0.0001 else f"{value:.2g}"
+
+
+def _check_row(c: Mapping[str, Any]) -> dict[str, Any]:
+    result = "SHOWN" if c.get("shown") else ("-" if c.get("testable") else "cannot reach alpha")
+    return {"task": c.get("task"), "check": c.get("check"), "p": _p(c.get("p_value")),
+            "adjusted": _p(c.get("adjusted_p")) if c.get("testable") else "-",
+            "result": result, "shown": bool(c.get("shown"))}
 
 
 # ---------------------------------------------------------------- 2. setup

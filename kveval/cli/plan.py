@@ -1,0 +1,109 @@
+"""`kveval plan`: how many items and noise runs a rollout check needs, from a pilot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from kveval.cli import options, reading
+
+if TYPE_CHECKING:
+    from kveval.judge.compare import Side
+    from kveval.judge.plan import Plan
+
+GSM8K_SPLITS = {"test": 1319, "train": 7473}
+
+
+def _lines(path: Path) -> int | None:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return sum(bool(line.strip()) for line in fh)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def available(base: Side) -> dict[str, int | None]:
+    """The most items each task's data can supply: GSM8K's split, a prompt file's lines;
+    long-context grids grow with --trials and have no limit."""
+    found: dict[str, int | None] = {}
+    for spec in base.header.tasks if base.header else []:
+        name, data = spec.get("name"), spec.get("data")
+        split = (spec.get("params") or {}).get("split", "test")
+        if spec.get("adapter") == "gsm8k":
+            own = _lines(Path(data) / f"{split}.jsonl") if data else None
+            found[str(name)] = own or GSM8K_SPLITS.get(split)
+        elif spec.get("adapter") == "prompts" and data:
+            found[str(name)] = _lines(Path(data))
+        else:
+            found[str(name)] = None
+    return found
+
+
+def grow_commands(result: Plan, base: Side, noises: list[Side], cand: Side | None) -> list[str]:
+    """`kveval run` lines that extend every pilot run to the items the plan needs, then add
+    the noise runs it needs."""
+    sizes = [min(p.items_needed, p.available or p.items_needed) for p in result.tasks
+             if p.kind == "accuracy" and p.items_needed]
+    pilot = max((p.items for p in result.tasks if p.kind == "accuracy"), default=0)
+    size = max(sizes, default=0)
+    runs = [base, *noises, *([cand] if cand else [])]
+    found = ([f"kveval run --resume -o {r.path} --limit {size}" for r in runs]
+             if size > pilot else [])
+    wanted = max((p.noise_runs_needed or 0 for p in result.tasks), default=0)
+    limit = f" --limit {size}" if size > pilot else ""
+    for k in range(len(noises) + 1, wanted + 1):
+        out = Path(base.path).with_name(f"{base.label}-noise{k}.jsonl")
+        found.append(f"kveval run --like {base.path} --order shuffle --label "
+                     f"{base.label}-noise{k} -o {out}{limit}")
+    return found
+
+
+@click.command()
+@click.argument("baseline", metavar="PILOT")
+@options.noise_option("A run of the pilot's setup restarted (repeatable): the flip rate and "
+                      "the noise floor's spread.")
+@click.option("--candidate", metavar="C", help="A pilot run of the new setup: its flips.")
+@click.option("--detect", type=click.FloatRange(min=0, min_open=True), default=2.0,
+              show_default=True, metavar="POINTS", help="The accuracy loss to catch.")
+@click.option("--detect-drift", type=click.FloatRange(min=0, min_open=True), default=10.0,
+              show_default=True, metavar="POINTS",
+              help="Extra changed answers to catch, in points of a task's items.")
+@click.option("--detect-kl", type=click.FloatRange(min=0, min_open=True), metavar="NATS",
+              help="A KL shift per token above the noise floor to catch.")
+@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8,
+              show_default=True, help="How often the change must be caught.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.05, show_default=True, help="The gate's family-wise level.")
+@options.output_options
+def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: float,
+         detect_drift: float, detect_kl: float | None, power: float, alpha: float,
+         as_json: bool, markdown: bool) -> int:
+    """The items and noise runs each task needs to catch a change, from a pilot run.
+
+    \b
+    kveval plan results/bf16a.jsonl --noise results/bf16b.jsonl --detect 2
+    Per task: the flip rate the pilot shows, the change it catches at its size, the items
+    (and noise runs) needed for --detect, --detect-drift and --detect-kl at --power, and
+    what the data can supply; then the `kveval run` lines that grow the runs to that size.
+    """
+    from kveval.judge.plan import Targets
+    from kveval.judge.plan import plan as make_plan
+    from kveval.show import report
+    from kveval.show.plan_view import plan_blocks, plan_json
+
+    options.check_output(as_json, markdown)
+    base, *rest = reading.load_all((baseline, *noise, *([candidate] if candidate else [])),
+                                   reading.load_run)
+    noises, cand = rest[:len(noise)], (rest[-1] if candidate else None)
+    targets = Targets(detect, detect_drift, detect_kl, power, alpha)
+    result = make_plan(base, noises, cand, targets, available(base))
+    commands = grow_commands(result, base, noises, cand)
+    data: dict[str, Any] = plan_json(result, commands)
+    blocks = plan_blocks(result, commands)
+    if as_json:
+        click.echo(report.dumps(data))
+    else:
+        click.echo((report.to_markdown if markdown else report.to_text)(blocks), nl=False)
+    return 0

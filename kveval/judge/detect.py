@@ -1,0 +1,203 @@
+"""What a verdict could have seen: the smallest change each check catches 80% of the time.
+
+Accuracy: n paired items of which a share f flips either way between runs of the baseline's
+setup (half each way), and a loss of d points adding d n lost pairs. The discordant count is
+Binomial(n, f + d) and the lost ones among D are Binomial(D, (f / 2 + d) / (f + d)); the exact
+one-sided McNemar test rejects at level a when the lost ones reach c(D), the smallest count
+whose binomial tail at 1/2 is at most a. Power is the sum over D, exact (scipy), and the
+detectable loss is the smallest d with power 0.8, at most the baseline's own accuracy: a model
+at 1.8% can lose at most 1.8 points.
+
+Counts (changed, truncated, empty answers): the candidate's count that the floor's two parts
+flag at level a (judge/floor.py: the exact part approximated as a binomial of the candidate's
+share 1/M of the runs' total, the spread part by its own quantile), and the extra count over
+the pool's mean that reaches it with probability 0.8 (a Poisson count).
+
+Divergence: the shift of the candidate's per-item KL that the permutation within items (its
+normal form: the per-item spread of the runs) and the run-by-run test each reach with
+probability 0.8 at level a; the larger.
+
+The level a is the family's: alpha over the number of testable checks (Holm's first step),
+so a detectable figure never promises more than the whole gate delivers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kveval.judge.divergence import KlTest
+from kveval.judge.floor import ASSUMED_SPREAD, CountTest, counting_variance, logit_share
+from kveval.judge.stats import PairedTable
+
+POWER = 0.80
+
+
+def mcnemar_power(n: int, flip_rate: float, loss: float, level: float) -> float:
+    """The exact one-sided McNemar test's power to show a loss (fractions) at this level."""
+    from scipy.stats import binom
+
+    rate = min(1.0, flip_rate + loss)
+    if n <= 0 or rate <= 0:
+        return 0.0
+    low, high = (int(binom.ppf(1e-9, n, rate)), int(binom.isf(1e-9, n, rate))) if rate < 1 \
+        else (n, n)
+    discordant = np.arange(max(low, 1), high + 1)
+    needed = binom.isf(level, discordant, 0.5) + 1  # lost pairs the test needs among D
+    share = (flip_rate / 2 + loss) / rate
+    hits = binom.sf(needed - 1, discordant, share)
+    return float(np.sum(binom.pmf(discordant, n, rate) * hits))
+
+
+def detectable_loss(n: int, flip_rate: float, level: float, ceiling: float = 1.0,
+                    power: float = POWER) -> float | None:
+    """The smallest loss (a fraction) caught with this power; None when even a loss of
+    `ceiling` (the baseline's accuracy: all it could lose) is not."""
+    if mcnemar_power(n, flip_rate, ceiling, level) < power:
+        return None
+    low, high = 0.0, ceiling
+    for _ in range(40):
+        mid = (low + high) / 2
+        low, high = (mid, high) if mcnemar_power(n, flip_rate, mid, level) < power else (low, mid)
+    return high
+
+
+def items_for_loss(loss: float, flip_rate: float, level: float, power: float = POWER,
+                   largest: int = 10_000_000) -> int | None:
+    """The fewest items whose accuracy check catches this loss with this power."""
+    if loss <= 0:
+        return None
+    high = 8
+    while mcnemar_power(high, flip_rate, loss, level) < power:
+        if high > largest:
+            return None
+        high *= 2
+    low = high // 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if mcnemar_power(mid, flip_rate, loss, level) < power \
+            else (low, mid)
+    return high
+
+
+@dataclass(frozen=True)
+class CountFloor:
+    """What a count check compares with: the pool runs' counts of n items (own counts, or
+    each run's share of the changes), and how many runs the exact part exchanges."""
+
+    items: int
+    pool: tuple[float, ...]
+    exchanged: int  # M: the candidate and the runs it is exchanged with, item by item
+
+
+def _spread_threshold(floor: CountFloor, level: float) -> float:
+    """The candidate's count the spread part flags at this level."""
+    from scipy.stats import norm, t
+
+    n, pool = floor.items, [min(max(q, 0.0), floor.items) for q in floor.pool]
+    ys = np.array([logit_share(q, n) for q in pool])
+    m = len(ys)
+    if m >= 3:
+        scale = float(ys.std(ddof=1)) * math.sqrt(1 + 1 / m)
+        quantile = float(t.isf(level, df=m - 1))
+    else:
+        variance = ASSUMED_SPREAD ** 2 + counting_variance(float(np.mean(pool)), n)
+        scale, quantile = math.sqrt(variance * (1 + 1 / m)), float(norm.isf(level))
+    bar = float(ys.mean()) + quantile * scale
+    share = 1 / (1 + math.exp(-bar))
+    return max(max(pool), share * (n + 1) - 0.5)
+
+
+def _exact_threshold(floor: CountFloor, level: float) -> int:
+    """The candidate's count the exact part flags: its share 1/M of the total, binomial."""
+    from scipy.stats import binom
+
+    total = int(round(sum(floor.pool) * (floor.exchanged - 1) / max(len(floor.pool), 1)))
+    counts = np.arange(1, floor.items + 1)
+    flagged = np.flatnonzero(binom.sf(counts - 1, counts + total, 1 / floor.exchanged) <= level)
+    return int(counts[flagged[0]]) if flagged.size else floor.items + 1
+
+
+def detectable_extra(floor: CountFloor, level: float, power: float = POWER) -> float | None:
+    """The extra count over the pool's mean that the check catches with this power; None
+    when no count up to the item total would be flagged."""
+    from scipy.stats import poisson
+
+    needed = max(_spread_threshold(floor, level), _exact_threshold(floor, level))
+    if needed > floor.items:
+        return None
+    mean = float(np.mean(floor.pool))
+    low, high = 0.0, float(floor.items)
+    if poisson.sf(math.ceil(needed) - 1, mean + high) < power:
+        return None
+    for _ in range(40):
+        mid = (low + high) / 2
+        low, high = (mid, high) if poisson.sf(math.ceil(needed) - 1, mean + mid) < power \
+            else (low, mid)
+    return high
+
+
+def detectable_shift(item_spread: float, noise_means: Sequence[float], level: float,
+                     power: float = POWER) -> float:
+    """The per-token KL shift (nats) above the noise floor caught with this power: the
+    per-item permutation's normal form (`item_spread`: the sd of its mean difference), and
+    the run-by-run test on the log scale; the larger."""
+    from scipy.stats import norm
+
+    z = float(norm.isf(level) + norm.ppf(power))
+    means = np.maximum(np.asarray(noise_means, dtype=float), 1e-12)
+    scale = ASSUMED_SPREAD if len(means) < 3 else float(np.log(means).std(ddof=1))
+    run_shift = float(means.mean()) * (math.exp(z * scale * math.sqrt(1 + 1 / len(means))) - 1)
+    return max(z * item_spread, run_shift)
+
+
+@dataclass(frozen=True)
+class Detectable:
+    """The smallest change a check catches 80% of the time, in its own unit; `value` None:
+    no change of this kind up to the most possible can show."""
+
+    kind: str
+    unit: str  # "points" (accuracy lost), "answers" (extra count), "nats" (KL per token)
+    value: float | None
+    items: int
+    flip_rate: float | None = None  # accuracy: the share of answers flipping either way
+    ceiling: float | None = None  # accuracy: the most that can be lost (baseline accuracy)
+
+
+def of_accuracy(table: PairedTable, level: float) -> Detectable:
+    n, ceiling = table.n, table.baseline_correct / table.n if table.n else 0.0
+    rate = table.discordant / n if n else 0.0
+    value = detectable_loss(n, rate, level, ceiling) if n and ceiling > 0 else None
+    return Detectable("accuracy", "points", None if value is None else 100 * value, n, rate,
+                      100 * ceiling)
+
+
+def of_count(kind: str, test: CountTest, level: float) -> Detectable:
+    floor = CountFloor(test.items, test.figures, test.exchanged)
+    return Detectable(kind, "answers", detectable_extra(floor, level), test.items)
+
+
+def of_divergence(test: KlTest, level: float) -> Detectable:
+    return Detectable("divergence", "nats",
+                      detectable_shift(test.item_spread, test.noise_means, level), test.items)
+
+
+def task_detectable(e: object, level: float) -> tuple[Detectable, ...]:
+    """Each tested figure of a task's evidence (judge/decide.py TaskEvidence), at the level."""
+    found = []
+    accuracy = getattr(e, "accuracy", None)
+    if accuracy is not None:
+        found.append(of_accuracy(accuracy.decisive.table, level))
+    elif getattr(e, "changed", None) is not None:
+        found.append(of_count("drift", e.changed, level))  # type: ignore[attr-defined]
+    for kind in ("truncated", "empty"):
+        test = getattr(e, kind, None)
+        if test is not None:
+            found.append(of_count(kind, test, level))
+    divergence = getattr(e, "divergence", None)
+    if divergence is not None and divergence.items:
+        found.append(of_divergence(divergence, level))
+    return tuple(found)

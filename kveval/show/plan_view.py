@@ -1,0 +1,90 @@
+"""`kveval plan` rendered: a table per task, a sentence each, and the commands that grow the
+pilot's runs; its JSON for CI."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kveval.judge.plan import Plan, TaskPlan
+from kveval.show.blocks import Block, Heading, Table
+
+UNITS = {"accuracy": "points", "drift": "% of items", "divergence": "nats"}
+
+
+def _figure(value: float | None, kind: str) -> str:
+    if value is None:
+        return "none"
+    if kind == "divergence":
+        return f"{value:.2g} nats"
+    return f"{value:.1f} points" if kind == "accuracy" else f"{value:.0f}% of items"
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def sentence(p: TaskPlan, plan: Plan) -> str:
+    t = plan.targets
+    if p.kind == "accuracy":
+        rate = f"{100 * (p.flip_rate or 0):.1f}% of answers flipping either way"
+        want = f"a loss of {t.detect:g} points"
+        if p.items_needed is None:
+            head = f"{want} cannot be caught at {rate}"
+        else:
+            head = f"{want} needs {p.items_needed:,} items at {rate}"
+        if p.available is not None and (p.items_needed is None or p.items_needed > p.available):
+            head += (f"; the data has {p.available:,}: the best it can do is "
+                     f"{_figure(p.best, p.kind)}")
+        return f"{head}; the pilot's {p.items:,} items catch {_figure(p.detectable, p.kind)}"
+    if p.kind == "drift":
+        want = f"{t.detect_drift:g}% of its {p.items} items changed beyond the floor"
+        runs = (f"needs {p.noise_runs_needed} noise runs" if p.noise_runs_needed
+                else f"cannot be caught with up to 8 noise runs (best {_figure(p.best, p.kind)})")
+        return (f"{want} {runs}; with the pilot's noise runs: "
+                f"{_figure(p.detectable, p.kind)}")
+    return (f"a KL {t.detect_kl:g} nats per token above the floor needs "
+            f"{_count(p.items_needed)} items; the pilot's {p.items} catch "
+            f"{_figure(p.detectable, p.kind)}")
+
+
+def rows(plan: Plan) -> tuple[tuple[str, ...], ...]:
+    return tuple((p.task, p.kind, _count(p.items),
+                  "-" if p.flip_rate is None else f"{100 * p.flip_rate:.1f}%",
+                  _figure(p.detectable, p.kind), _count(p.items_needed), _count(p.available),
+                  _figure(p.best, p.kind) if p.best is not None else "-",
+                  _count(p.noise_runs_needed)) for p in plan.tasks)
+
+
+def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
+    t = plan.targets
+    head = (f"kveval plan: catch a loss of {t.detect:g} points, {t.detect_drift:g}% extra drift"
+            + (f", {t.detect_kl:g} nats of KL" if t.detect_kl else "")
+            + f" with {100 * t.power:.0f}% power; each check at {plan.level:.2g} "
+              f"(alpha {t.alpha:g} over the family); flips measured: {plan.flip_source}")
+    blocks: list[Block] = [Heading("kveval plan"), head,
+                           Table(("task", "check", "pilot items", "flip rate", "catches now",
+                                  "items needed", "data has", "best it can do",
+                                  "noise runs needed"), rows(plan))]
+    blocks += [f"{p.task} {p.kind}: {sentence(p, plan)}" for p in plan.tasks]
+    if plan.noise_runs < 2:
+        blocks.append("two noise runs or more measure the floor's spread; with fewer the gate "
+                      "assumes it (bench/gate_calibration.py)")
+    if commands:
+        blocks += ["grow the runs to these sizes:", *(f"  {c}" for c in commands)]
+    return blocks
+
+
+def plan_json(plan: Plan, commands: Sequence[str]) -> dict[str, Any]:
+    t = plan.targets
+    return {
+        "command": "plan", "level": plan.level, "alpha": t.alpha, "power": t.power,
+        "detect": t.detect, "detect_drift": t.detect_drift, "detect_kl": t.detect_kl,
+        "noise_runs": plan.noise_runs, "flips_measured": plan.flip_source,
+        "tasks": [{"task": p.task, "check": p.kind, "unit": UNITS[p.kind], "items": p.items,
+                   "items_needed": p.items_needed, "items_available": p.available,
+                   "noise_runs_needed": p.noise_runs_needed, "detectable": p.detectable,
+                   "best_detectable": p.best, "flip_rate": p.flip_rate,
+                   "summary": sentence(p, plan)} for p in plan.tasks],
+        "commands": list(commands),
+    }

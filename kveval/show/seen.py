@@ -1,0 +1,58 @@
+"""What each verdict could have seen, in words and JSON: the smallest change its checks
+catch 80% of the time (judge/detect.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kveval.judge.detect import POWER, Detectable
+from kveval.judge.verdict import Examined
+from kveval.show.words import plural
+
+WHAT = {"drift": "changed answers", "truncated": "answers cut at max_tokens",
+        "empty": "empty answers"}
+
+
+def _accuracy(d: Detectable) -> str:
+    flips = f"{100 * (d.flip_rate or 0):.1f}% of answers flipping either way"
+    if d.value is None:
+        return (f"{d.items} items, {flips}: at {d.ceiling:.1f}% accuracy no loss (at most "
+                f"{d.ceiling:.1f} points) would show {100 * POWER:.0f}% of the time")
+    return (f"{d.items} items, {flips}: a loss of {d.value:.1f} points would be caught "
+            f"{100 * POWER:.0f}% of the time")
+
+
+def detectable_sentence(d: Detectable) -> str:
+    if d.kind == "accuracy":
+        return _accuracy(d)
+    if d.kind == "divergence":
+        if d.value is None:
+            return "no shift of the KL would show"
+        return (f"a mean KL {d.value:.2g} nats per token above the noise floor's would be "
+                f"caught {100 * POWER:.0f}% of the time ({plural(d.items, 'item')})")
+    what = WHAT.get(d.kind, d.kind)
+    if d.value is None:
+        return f"no number of extra {what} up to all {d.items} would show"
+    return (f"{d.value:.0f} more {what} than the floor's mean (of {d.items}) would be caught "
+            f"{100 * POWER:.0f}% of the time")
+
+
+def detectable_lines(ex: Examined) -> list[str]:
+    """One line per task: what its checks could have seen, at the family's level."""
+    return [f"{task} could have seen: " + "; ".join(detectable_sentence(d) for d in found)
+            for task, found in ex.detectable.items() if found]
+
+
+def detectable_json(d: Detectable) -> dict[str, Any]:
+    return {"kind": d.kind, "unit": d.unit, "value": d.value, "items": d.items,
+            "flip_rate": d.flip_rate, "ceiling": d.ceiling, "power": POWER,
+            "summary": detectable_sentence(d)}
+
+
+def attach(data: dict[str, Any], ex: Examined) -> dict[str, Any]:
+    """Each task entry of a verdict JSON gains `detectable`: {kind: {...}}, and the level."""
+    data["detect_level"] = ex.level
+    for entry in data.get("tasks", []):
+        found = ex.detectable.get(entry.get("task"), ())
+        entry["detectable"] = {d.kind: detectable_json(d) for d in found}
+    return data

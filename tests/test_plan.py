@@ -1,0 +1,112 @@
+"""`kveval plan`: its numbers against the gate simulated, its JSON, and the commands it prints,
+run against a fake server until the pilot has grown to the size it recommends."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from kveval.formats.records import read_run
+from kveval.judge.detect import detectable_loss, items_for_loss, mcnemar_power
+from tests.clirun import kveval
+from tests.test_cli_verdicts import fingerprint, gsm8k_items, header, prompt_items, write
+
+ROOT = Path(__file__).resolve().parent.parent
+GSM8K = ROOT.parent / "shared" / "data" / "gsm8k"
+
+
+def test_power_grows_with_items_and_loss_and_is_exact_at_the_extremes():
+    assert mcnemar_power(500, 0.06, 0.0, 0.05) < 0.05  # no loss: at most the level
+    assert mcnemar_power(500, 0.06, 0.02, 0.05) < mcnemar_power(1000, 0.06, 0.02, 0.05)
+    assert mcnemar_power(500, 0.06, 0.02, 0.05) < mcnemar_power(500, 0.06, 0.04, 0.05)
+    assert mcnemar_power(200, 0.0, 0.05, 0.05) > 0.95  # ten losses and no flips: nearly always
+    n = items_for_loss(0.03, 0.06, 0.05 / 3)
+    assert n is not None and mcnemar_power(n, 0.06, 0.03, 0.05 / 3) >= 0.8
+    assert mcnemar_power(n - 1, 0.06, 0.03, 0.05 / 3) < 0.8
+    # a model at 1.8% cannot lose more than 1.8 points: in a family of 37 checks not even
+    # losing every right answer would show 80% of the time; alone it would, from 1.7 points
+    assert detectable_loss(500, 0.004, 0.05 / 37, ceiling=0.018) is None
+    assert 0.016 < (detectable_loss(500, 0.004, 0.05, ceiling=0.018) or 1) < 0.018
+
+
+@pytest.mark.parametrize("loss, flips", [(3.0, 0.06), (5.0, 0.025)])
+def test_plan_agrees_with_the_gate_simulated(loss, flips):
+    sys.path.insert(0, str(ROOT))
+    from bench.plan_agreement import CHECKS, simulated_power
+
+    level = 0.05 / CHECKS
+    n = items_for_loss(loss / 100, flips, level)
+    assert n is not None
+    predicted = mcnemar_power(n, flips, loss / 100, level)
+    simulated = simulated_power(n, flips, loss / 100, 400, 1)
+    # plan assumes every check can reach alpha; where some cannot, the gate is a little keener
+    assert predicted - 0.06 < simulated < predicted + 0.09, (n, predicted, simulated)
+
+
+@pytest.fixture
+def pilot(tmp_path: Path) -> dict[str, str]:
+    base = write(tmp_path / "a.jsonl", header("a"), gsm8k_items(500, set(range(41)))
+                 + prompt_items(60, set()))
+    noise = write(tmp_path / "n.jsonl", header("n"),
+                  gsm8k_items(500, set(range(3, 44)), changed=set(range(50)))
+                  + prompt_items(60, {1, 2, 3}))
+    cand = write(tmp_path / "c.jsonl", header("c", fingerprint=fingerprint("fp8")),
+                 gsm8k_items(500, set(range(6, 53)), changed=set(range(80)))
+                 + prompt_items(60, set(range(10))))
+    return {"a": base, "n": noise, "c": cand}
+
+
+def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, capsys):
+    args = ["plan", pilot["a"], "--noise", pilot["n"], "--candidate", pilot["c"], "--detect",
+            "2", "--json"]
+    code, out, _ = kveval(capsys, *args)
+    data = json.loads(out)
+    assert code == 0 and data["command"] == "plan"
+    gsm8k = next(t for t in data["tasks"] if t["task"] == "gsm8k")
+    assert gsm8k["check"] == "accuracy" and gsm8k["flip_rate"] == pytest.approx(18 / 500)
+    assert gsm8k["items_needed"] == items_for_loss(0.02, 18 / 500, data["level"])
+    assert gsm8k["items_available"] == 1319 and gsm8k["noise_runs_needed"] == 0
+    assert gsm8k["detectable"] == pytest.approx(
+        100 * detectable_loss(500, 18 / 500, data["level"], 459 / 500), rel=1e-6)
+    prompts = next(t for t in data["tasks"] if t["task"] == "prompts")
+    assert prompts["check"] == "drift" and "noise_runs_needed" in prompts
+    assert data["commands"] == [f"kveval run --resume -o {p} --limit {gsm8k['items_needed']}"
+                                for p in (pilot["a"], pilot["n"], pilot["c"])]
+
+
+def test_a_loss_the_data_cannot_supply_says_the_best_it_can_do(pilot, capsys):
+    code, out, _ = kveval(capsys, "plan", pilot["a"], "--noise", pilot["n"], "--candidate",
+                          pilot["c"], "--detect", "0.5")
+    assert code == 0
+    assert "a loss of 0.5 points needs" in out
+    assert "the data has 1,319: the best it can do is" in out
+    assert "--limit 1319" in out
+
+
+@pytest.mark.skipif(not (GSM8K / "test.jsonl").exists(), reason="GSM8K test data not present")
+def test_the_printed_commands_grow_the_pilot(tmp_path, capsys, monkeypatch):
+    from tests.fake_server import Behaviour, FakeServer
+
+    monkeypatch.chdir(tmp_path)
+    with FakeServer(Behaviour()) as server:
+        for label, order in (("a", "data"), ("n", "shuffle")):
+            code, _, err = kveval(capsys, "run", "--endpoint", server.base_url, "--task", "gsm8k",
+                                  "--data", str(GSM8K), "--limit", "40", "--order", order,
+                                  "--label", label, "-o", f"{label}.jsonl")
+            assert code in (0, 1), err
+        code, out, _ = kveval(capsys, "plan", "a.jsonl", "--noise", "n.jsonl", "--detect", "5",
+                              "--json")
+        commands = json.loads(out)["commands"]
+        needed = json.loads(out)["tasks"][0]["items_needed"]
+        assert commands and 40 < needed <= 1319
+        for command in commands:
+            code, _, err = kveval(capsys, *shlex.split(command)[1:])
+            assert code in (0, 1), err
+    for label in ("a", "n"):
+        run = read_run(tmp_path / f"{label}.jsonl")
+        assert len(run.items) == needed and run.header.tasks[0]["items"] == needed
+    assert read_run(tmp_path / "n.jsonl").header.order == "shuffle"  # kept as it was made
