@@ -57,9 +57,18 @@ class CountTest:
         return max(self.exact_p, self.spread_p)
 
 
+def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The pmf of a sum from two pmfs: direct for small ones, numpy's FFT for large ones."""
+    if a.size * b.size <= 1 << 16:
+        return np.convolve(a, b)
+    size = a.size + b.size - 1
+    return np.fft.irfft(np.fft.rfft(a, size) * np.fft.rfft(b, size), size)
+
+
 def poisson_binomial_sf(x: int, counts: Sequence[int], m: int, sure: int = 0) -> float:
-    """P(X >= x) for X = sure + sum_j Binomial(counts[j - 1], j / m), j = 1 .. m - 1."""
-    from scipy.signal import fftconvolve
+    """P(X >= x) for X = sure + sum_j Binomial(counts[j - 1], j / m), j = 1 .. m - 1: the
+    probabilities take m - 1 values, so the pmf is a few binomials convolved (scipy's
+    poisson_binom is quadratic in the items)."""
     from scipy.stats import binom
 
     need = x - sure
@@ -68,9 +77,7 @@ def poisson_binomial_sf(x: int, counts: Sequence[int], m: int, sure: int = 0) ->
     pmf = np.ones(1)
     for j, n in enumerate(counts, start=1):
         if n:
-            part = binom.pmf(np.arange(n + 1), n, j / m)
-            pmf = fftconvolve(pmf, part) if pmf.size * part.size > 1 << 16 else \
-                np.convolve(pmf, part)
+            pmf = _convolve(pmf, binom.pmf(np.arange(n + 1), n, j / m))
     pmf = np.clip(pmf, 0.0, None)
     return float(min(1.0, pmf[need:].sum())) if need < pmf.size else 0.0
 
