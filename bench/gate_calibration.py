@@ -16,7 +16,8 @@ with their own spread. Long-context items are 0/1 (needle, evidence) or graded (
 a departed answer draws a fresh score). Per-item KL against the baseline: an item level times
 a run factor with the same spread, times Gamma noise.
 
-Scenarios (each against A/A, the candidate being one more run of the setup):
+Scenarios (each against A/A, the candidate being one more run of the setup, judged with the
+gate's defaults and, in "A/A --max-kl 0", with divergence among the checks too):
 - gsm8k -4: the candidate turns each right GSM8K answer wrong with probability 4 / accuracy
   points (a 4-point loss);
 - prompts +6: the candidate departs on 6% more prompt items;
@@ -67,7 +68,7 @@ SUITE = (
 )
 SPREADS = (0.0, 0.25, 0.5, 1.0)
 NOISE_RUNS = (0, 1, 2, 3)
-SCENARIOS = ("A/A", "gsm8k -4", "prompts +6", "needle @32k", "kl x3")
+SCENARIOS = ("A/A", "A/A --max-kl 0", "gsm8k -4", "prompts +6", "needle @32k", "kl x3")
 
 
 @dataclass
@@ -166,21 +167,25 @@ def evidence(t: TaskModel, r: Runs, k: int, max_kl: bool) -> TaskEvidence:
 
 def replicate(k: int, sd: float, scenario: str, rng: np.random.Generator) -> set[str]:
     """The tasks the gate fails in one simulated rollout."""
-    max_kl = scenario == "kl x3"
+    max_kl = scenario in ("kl x3", "A/A --max-kl 0")
     found = [evidence(t, simulate(t, k + 2, sd, scenario, rng), k, max_kl) for t in SUITE]
     _, decisions = decide(found, Options(max_kl=0.0 if max_kl else None))
     return {d.task for d in decisions if d.status == "regression"}
 
 
-TARGETS = {"gsm8k -4": "gsm8k", "prompts +6": "prompts", "needle @32k": "needle",
-           "kl x3": None}
+TARGETS = {"gsm8k -4": "gsm8k", "prompts +6": "prompts", "needle @32k": "needle"}
 
 
 def rate(k: int, sd: float, scenario: str, reps: int, seed: int) -> float:
     """A/A: the share of replicates with any failed task; else the share in which the
     scenario's task (any task for kl x3) fails."""
+    if scenario == "kl x3":
+        return _rate(k, sd, scenario, reps, seed, None)
+    return _rate(k, sd, scenario, reps, seed, TARGETS.get(scenario))
+
+
+def _rate(k: int, sd: float, scenario: str, reps: int, seed: int, target: str | None) -> float:
     rng = np.random.default_rng([seed, k, int(sd * 100), SCENARIOS.index(scenario)])
-    target = TARGETS.get(scenario)
     hits = 0
     for _ in range(reps):
         failed = replicate(k, sd, scenario, rng)
@@ -198,9 +203,9 @@ def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> str:
 
 
 def cell(k: int, sd: float, scenario: str, args: argparse.Namespace) -> str:
-    if k == 0 and scenario in ("prompts +6", "kl x3"):
+    if k == 0 and scenario in ("prompts +6", "kl x3", "A/A --max-kl 0"):
         return "-"  # drift and divergence need a noise run
-    reps = args.reps if scenario == "A/A" else args.power_reps or args.reps
+    reps = args.reps if scenario.startswith("A/A") else args.power_reps or args.reps
     return f"{100 * rate(k, sd, scenario, reps, args.seed):.1f}%"
 
 
@@ -219,8 +224,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         for sd in spreads:
             cells = [cell(k, sd, s, args) for s in SCENARIOS]
             rows.append((str(k), f"{sd:g}", *cells))
-    print(f"whole gate, rollout suite sizes, alpha {ALPHA}, {args.reps} replicates per cell "
-          f"(A/A: any task failed; else: the task named failed)")
+    print(f"whole gate, rollout suite sizes, alpha {ALPHA}; {args.reps} replicates per A/A "
+          f"cell, {args.power_reps or args.reps} per power cell (A/A: any task failed; kl x3: "
+          f"any task failed with --max-kl 0; else: the task named failed)")
     print(table(rows, ("noise runs", "log-sd", *SCENARIOS)))
     print(f"({time.perf_counter() - started:.0f} s)")
 

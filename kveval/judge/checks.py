@@ -3,12 +3,16 @@ adjusted together at one declared level.
 
 A check's p-value comes from a discrete test (exact McNemar, a permutation within items, a
 bootstrap), so each also knows the smallest p-value its data could have given. The family is
-Holm's step-down procedure (Holm 1979, Scand. J. Statist. 6, 65-70) over the checks that can
-reach the level at all: a check whose smallest attainable p-value is above alpha can never be
-significant and does not dilute the others (Tarone 1990, Biometrics 46, 515-522; its cutoff
-at alpha is more conservative than Tarone's own, so the family-wise error stays at most
-alpha). Such a check keeps an adjusted p of 1. `compare`, `score`, `gate`, `report` and the
-JSON all print these adjusted p-values, so a sentence cannot disagree with the verdict.
+Holm's weighted step-down procedure (Holm 1979, Scand. J. Statist. 6, 65-70) over the checks
+that can reach the level at all: a check whose smallest attainable p-value is above alpha can
+never be significant and does not dilute the others (Tarone 1990, Biometrics 46, 515-522; its
+cutoff at alpha is more conservative than Tarone's own, so the family-wise error stays at
+most alpha). Such a check keeps an adjusted p of 1. Each task's own verdict check (accuracy,
+or drift for a task without ground truth) weighs PRIMARY_WEIGHT, every other check 1: the
+question a rollout asks first keeps its power (bench/gate_calibration.py: a 4-point GSM8K loss
+at n = 500), and the family-wise error is alpha whatever the weights. `compare`, `score`,
+`gate`, `report` and the JSON all print these adjusted p-values, so a sentence cannot
+disagree with the verdict.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from dataclasses import dataclass, replace
 ALPHA = 0.05  # the default family-wise level (--alpha)
 KINDS = ("accuracy", "drift", "truncated", "empty", "length", "lengths", "recovery",
          "divergence")
+PRIMARY = ("accuracy", "drift")
+PRIMARY_WEIGHT = 3.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,10 @@ class Check:
     alpha: float = ALPHA
 
     @property
+    def weight(self) -> float:
+        return PRIMARY_WEIGHT if self.kind in PRIMARY else 1.0
+
+    @property
     def name(self) -> str:
         return f"{self.kind} {self.label}" if self.label else self.kind
 
@@ -47,13 +57,17 @@ class Check:
         return self.adjusted_p < self.alpha
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values, in the order given (scipy has no Holm)."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted, running = [1.0] * len(p_values), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+def holm(p_values: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """Holm's (weighted) step-down adjusted p-values, in the order given (scipy has no Holm):
+    by p / w ascending, the j-th is max over i <= j of p_i W_i / w_i, with W_i the weight of
+    the checks not yet rejected."""
+    w = list(weights) if weights is not None else [1.0] * len(p_values)
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i] / w[i])
+    adjusted, running, left = [1.0] * len(p_values), 0.0, sum(w)
+    for i in order:
+        running = max(running, min(1.0, p_values[i] * left / w[i]))
         adjusted[i] = running
+        left -= w[i]
     return adjusted
 
 
@@ -61,7 +75,7 @@ def adjust(checks: Sequence[Check], alpha: float = ALPHA) -> tuple[Check, ...]:
     """The family: each check with its Holm-adjusted p-value among the testable ones."""
     marked = [replace(c, alpha=alpha) for c in checks]
     testable = [i for i, c in enumerate(marked) if c.testable]
-    adjusted = holm([marked[i].p_value for i in testable])
+    adjusted = holm([marked[i].p_value for i in testable], [marked[i].weight for i in testable])
     found = {i: p for i, p in zip(testable, adjusted, strict=True)}
     return tuple(replace(c, adjusted_p=found.get(i, 1.0)) for i, c in enumerate(marked))
 

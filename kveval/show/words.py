@@ -68,8 +68,8 @@ def check_result(c: Check | None, family: int) -> str:
     if c is None:
         return "not tested"
     if not c.testable:
-        return (f"cannot show a difference at alpha {c.alpha:g} with these items (p = "
-                f"{p_value(c.p_value)}; the smallest these data allow is {p_value(c.min_p)})")
+        return (f"cannot show at alpha {c.alpha:g} with these items (the smallest p-value "
+                f"they allow is {p_value(c.min_p)})")
     word = "shown" if c.alarmed else "not shown"
     return (f"{word} at alpha {c.alpha:g} ({p_text(c.p_value)}; Holm-adjusted over "
             f"{plural(family, 'check')}, {p_text(c.adjusted_p)})")
