@@ -115,3 +115,14 @@ def test_a_malformed_setup_pair_is_refused(
     code, _, err = kveval(capsys, "run", "--endpoint", fake_server.base_url, "--task", "gsm8k",
                           "--setup", bad, "-o", str(tmp_path / "r.jsonl"))
     assert code == 2 and "expected KEY=VALUE" in err
+
+
+def test_a_task_may_carry_its_own_gate_margin(capsys: Any, fake_server: FakeServer,
+                                              tmp_path: Path) -> None:
+    code, _, err = run_suite(capsys, fake_server, tmp_path, TASK + "margin = 1.5\n")
+    assert code == 0, err
+    task = read_run(tmp_path / "r.jsonl").header.tasks[0]
+    assert task["params"]["margin"] == 1.5 and task["items"] == 2
+    code, _, err = run_suite(capsys, fake_server, tmp_path, TASK + 'margin = "wide"\n',
+                             "--overwrite")
+    assert code == 2 and "must be a number of points from 0 to 100" in err
