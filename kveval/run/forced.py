@@ -24,6 +24,7 @@ from kveval.run.forced_tokens import (
     ForcedFailure,
     Tokenizer,
     post_json,
+    same_tokens,
 )
 from kveval.run.logprobs import from_legacy
 from kveval.safe import mask, one_line
@@ -65,6 +66,7 @@ class Answer:
     tokens: list[str] | None  # the baseline's own tokens, where it recorded them
     finish_reason: str | None
     usage: dict[str, Any] | None
+    texts: list[str] | None = None  # their texts as the baseline recorded them, if other
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,9 @@ class Forced:
         except ForcedFailure as exc:
             return Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
                          error=mask(one_line(str(exc))[:300], conn.config.secrets))
+        texts = self.answer.texts
+        if meta["tokens"] == EXACT and texts is not None and len(texts) == len(scored):
+            scored = [(text, own, top) for text, (_, own, top) in zip(texts, scored, strict=True)]
         logprobs = from_legacy({"tokens": [s[0] for s in scored],
                                 "token_logprobs": [s[1] for s in scored],
                                 "top_logprobs": [s[2] for s in scored]}, self.k, keep_unknown=True)
@@ -124,12 +129,12 @@ class Forced:
         ids, pieces, match = await tok.answer(conn, self.answer.text, recorded)
         scored, requests = await self._score(conn, prompt, ids, pieces, last_only)
         if match == UNCHECKED and not last_only:
-            match = EXACT if [s[0] for s in scored] == recorded else RETOKENIZED
+            match = EXACT if same_tokens([s[0] for s in scored], recorded or ()) else RETOKENIZED
             own = await tok.each(conn, recorded or ()) if match == RETOKENIZED else None
             if own is not None and own != ids:
                 again, more = await self._score(conn, prompt, own, list(recorded or ()), False)
                 requests += more
-                if [s[0] for s in again] == recorded:
+                if same_tokens([s[0] for s in again], recorded or ()):
                     scored, match = again, EXACT
         return scored, {"tokens": match, "positions": len(scored), "requests": requests}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kveval.adapters.base import Message
@@ -65,6 +65,7 @@ class Tokenizer:
     method: Method
     root: str  # the server's root URL, beside /v1
     model: str
+    singles: dict[str, int | None] = field(default_factory=dict, compare=False)  # piece -> id
 
     @property
     def llama(self) -> bool:
@@ -111,7 +112,7 @@ class Tokenizer:
             return ids, pieces, RETOKENIZED
         if pieces is None:
             return ids, None, UNCHECKED
-        if pieces == list(recorded):
+        if same_tokens(pieces, recorded):
             return ids, pieces, EXACT
         own = await self.each(conn, recorded)
         return (own, list(recorded), EXACT) if own is not None else (ids, pieces, RETOKENIZED)
@@ -120,16 +121,57 @@ class Tokenizer:
         """Each recorded token tokenized alone: the exact ids when each is one token."""
         ids = []
         for piece in recorded:
-            one, pieces = await self.text(conn, piece, special=False)
-            if len(one) != 1 or (pieces is not None and pieces != [piece]):
+            if piece not in self.singles:
+                one, pieces = await self.text(conn, piece, special=False)
+                alone = len(one) == 1 and (pieces is None or pieces == [piece])
+                self.singles[piece] = one[0] if alone else None
+            token = self.singles[piece]
+            if token is None:
                 return None
-            ids.append(one[0])
+            ids.append(token)
         return ids
 
 
+def same_tokens(pieces: Sequence[str], recorded: Sequence[str]) -> bool:
+    """Whether the server's pieces are the baseline's tokens. A server may hold back a
+    token's text while it could begin a stop string and send it with the next token (the
+    baseline then records "" and " <<2" for " <<" and "2"): so the tokens are the same when
+    there are as many, and the recorded text so far is always a prefix of the pieces' text
+    so far, and both end alike."""
+    if len(pieces) != len(recorded):
+        return False
+    mine = theirs = ""
+    for piece, token in zip(pieces, recorded, strict=True):
+        mine, theirs = mine + piece, theirs + token
+        if not mine.startswith(theirs):
+            return False
+    return mine == theirs
+
+
 def recorded_tokens(logprobs: dict[str, Any] | None, answer: str) -> list[str] | None:
-    """The baseline's own answer tokens, where its log-probabilities spell the answer."""
-    tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
-    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+    """The baseline's own answer tokens, where its log-probabilities spell the answer.
+
+    At temperature 0 each generated token is its position's top-1, whose text is the token's
+    own even where the server held the text back (see same_tokens); so the top-1s are used
+    where they spell the answer, else the recorded texts. Positions after the answer (an
+    end-of-text token some servers list, text "") are not the answer's."""
+    if not isinstance(logprobs, dict):
         return None
-    return tokens if tokens and "".join(tokens) == answer else None
+    tops = logprobs.get("top_tokens")
+    firsts = [row[0] if isinstance(row, list) and row else None for row in tops or ()]
+    for tokens in (firsts, logprobs.get("tokens")):
+        if isinstance(tokens, list) and all(isinstance(t, str) for t in tokens):
+            spelled = _spelling(tokens, answer)
+            if spelled:
+                return spelled
+    return None
+
+
+def _spelling(tokens: list[str], answer: str) -> list[str] | None:
+    """The shortest head of `tokens` that spells `answer`."""
+    text = ""
+    for n, token in enumerate(tokens):
+        text += token
+        if len(text) >= len(answer):
+            return tokens[: n + 1] if text == answer else None
+    return None

@@ -125,6 +125,7 @@ def plan_forced(baseline: Run, ctx: Context) -> Plan:
     specs = {t["name"]: spec_from_header(t, ctx.k, label) for t in baseline.header.tasks}
     jobs: list[Job] = []
     unserved: dict[str, int] = {}
+    tokenizer = _tokenizer(ctx)
     for record in forced_records(baseline, ctx.limit):
         if record.task not in specs:
             raise UsageError(f"{baseline.path}: item {record.item_id} has a task the header "
@@ -133,25 +134,34 @@ def plan_forced(baseline: Run, ctx: Context) -> Plan:
         if not servable(item, ctx):
             unserved[record.task] = unserved.get(record.task, 0) + 1
             continue
-        jobs.append(_job(specs[record.task], item, record, ctx))
+        jobs.append(_job(specs[record.task], item, record, ctx, tokenizer))
     if not jobs:
         raise UsageError(f"no item can be teacher-forced here: {chat_refusal(ctx.method)}; "
                          "run the baseline with --api completions")
     return Plan(list(specs.values()), jobs, unserved)
 
 
-def _job(spec: TaskSpec, item: Item, record: ItemRecord, ctx: Context) -> Job:
-    from kveval.run.client import OWNED_KEYS
+def _tokenizer(ctx: Context) -> Any:
+    """One for the run: it remembers the ids of single tokens."""
     from kveval.run.endpoint import server_root
+    from kveval.run.forced_tokens import Tokenizer
+    from kveval.safe import redact_url
+
+    return Tokenizer(ctx.method, server_root(redact_url(ctx.base_url).rstrip("/")), ctx.model)
+
+
+def _job(spec: TaskSpec, item: Item, record: ItemRecord, ctx: Context, tokenizer: Any) -> Job:
+    from kveval.run.client import OWNED_KEYS
     from kveval.run.forced import Answer, Forced
-    from kveval.run.forced_tokens import Tokenizer, recorded_tokens
+    from kveval.run.forced_tokens import recorded_tokens
     from kveval.safe import redact_url
 
     answer_text = record.output or ""
-    answer = Answer(answer_text, recorded_tokens(record.logprobs, answer_text),
-                    record.finish_reason, record.usage)
+    tokens = recorded_tokens(record.logprobs, answer_text)
+    texts = (record.logprobs or {}).get("tokens")
+    answer = Answer(answer_text, tokens, record.finish_reason, record.usage,
+                    texts[: len(tokens)] if tokens and isinstance(texts, list) else None)
     base = redact_url(ctx.base_url).rstrip("/")
-    tokenizer = Tokenizer(ctx.method, server_root(base), ctx.model)
     extra = {k: v for k, v in (ctx.extra_body or {}).items() if k not in OWNED_KEYS}
     if ctx.method.name == "echo":
         prompt = item.prompt if item.prompt is not None else (ctx.render or str)(
