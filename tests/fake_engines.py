@@ -71,6 +71,20 @@ class ToyModel:
             self.calls.append((path, body))
 
 
+def openai_logprobs(max_k: int = 20) -> Callable[[dict[str, Any], str], Any]:
+    """Log-probabilities of a /v1 answer in both OpenAI shapes, at most `max_k` of them (vLLM
+    refuses more; here they are cut, as a server that ignores the rest would)."""
+    def logprobs(body: dict[str, Any], text: str) -> Any:
+        k = min(int(body.get("top_logprobs") or body.get("logprobs") or 0), max_k)
+        alts = [(f"t{i}", math.log(0.5 / (i + 1))) for i in range(k)]
+        if "messages" in body:
+            return {"content": [{"token": text, "logprob": alts[0][1] if alts else 0.0,
+                                 "top_logprobs": [{"token": t, "logprob": v} for t, v in alts]}]}
+        return {"tokens": [text], "token_logprobs": [alts[0][1] if alts else 0.0],
+                "top_logprobs": [dict(alts)], "text_offset": [0]}
+    return logprobs
+
+
 def _record(model: ToyModel, path: str, fn: Callable[[dict[str, Any]], Any]
             ) -> Callable[[dict[str, Any]], Any]:
     def route(body: dict[str, Any]) -> Any:
@@ -109,7 +123,7 @@ def llama_server(model: ToyModel, slots: int = 4, **kw: Any) -> FakeServer:
              "build_info": "b1-toy", "model_path": "toy.gguf"}
     return FakeServer(Behaviour(
         post_routes={p: _record(model, p, f) for p, f in routes.items()},
-        extra_routes={"/props": props}, **kw))
+        extra_routes={"/props": props}, **{"logprobs": openai_logprobs(), **kw}))
 
 
 # ---------------------------------------------------------------- vLLM
@@ -148,7 +162,10 @@ def vllm(model: ToyModel, **kw: Any) -> FakeServer:
     def completions(body: dict[str, Any]) -> Any:
         prompt = body["prompt"]
         if not isinstance(prompt, list):
-            return {"error": {"message": "the toy vLLM takes token ids only"}}
+            lp = openai_logprobs()(body, "Paris") if body.get("logprobs") else None
+            return {"id": "c", "object": "text_completion", "model": body["model"],
+                    "choices": [{"index": 0, "text": "Paris", "finish_reason": "length",
+                                 "logprobs": lp}]}
         rows = _prompt_logprobs(model, prompt, int(body.get("prompt_logprobs") or 0))
         choice = {"index": 0, "text": "!", "finish_reason": "length", "logprobs": None,
                   "prompt_logprobs": rows if body.get("prompt_logprobs") else None}
@@ -158,8 +175,10 @@ def vllm(model: ToyModel, **kw: Any) -> FakeServer:
     routes = {"/tokenize": _openai_tokenize(model, chat=True), "/v1/completions": completions}
     return FakeServer(Behaviour(
         post_routes={p: _record(model, p, f) for p, f in routes.items()},
-        extra_routes={"/version": {"version": "0.0-toy"}},
-        models=[{"id": "fake-model", "max_model_len": 4096}], **kw))
+        extra_routes={"/version": {"version": "0.0-toy"},
+                      "/metrics": 'vllm:cache_config_info{cache_dtype="fp8",block_size="16"} 1\n'},
+        models=[{"id": "fake-model", "max_model_len": 4096}],
+        **{"logprobs": openai_logprobs(), **kw}))
 
 
 # ---------------------------------------------------------------- SGLang
@@ -184,4 +203,4 @@ def sglang(model: ToyModel, chat: bool = False, **kw: Any) -> FakeServer:
     return FakeServer(Behaviour(
         post_routes={p: _record(model, p, f) for p, f in routes.items()},
         extra_routes={"/get_model_info": {"model_path": "toy/SmolLM2", "is_generation": True}},
-        **kw))
+        **{"logprobs": openai_logprobs(), **kw}))

@@ -12,6 +12,7 @@ import sys
 import click
 
 from kveval import __version__
+from kveval.cli.check import check
 from kveval.cli.demo import demo
 from kveval.cli.report import report
 from kveval.cli.run import run, tasks
@@ -32,10 +33,11 @@ def cli() -> None:
     kveval score    results/fp8.jsonl --baseline results/bf16a.jsonl
     kveval gate     --baseline A --candidate B --noise N   # 0 pass, 1 regression, 2 cannot judge
     kveval report   --baseline A --candidate B --noise N -o report.html   # the same, as a page
+    kveval check    --endpoint URL   # what a server offers kveval, in a few seconds
     """
 
 
-for command in (run, tasks, compare, score, gate, report, demo):
+for command in (run, tasks, check, compare, score, gate, report, demo):
     cli.add_command(command)
 
 
