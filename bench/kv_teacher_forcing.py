@@ -95,7 +95,7 @@ def perplexity_table(binary: Path, model: Path, text: Path, out: Path, gpu: int)
                   "RMS Δp", "Same top p")
         found = [re.sub(r"\s+", " ", line.strip()) for line in lines.splitlines()
                  if line.strip().startswith(wanted)]
-        print(f"  {label}: " + " | ".join(found))
+        print(f"  {label}: " + " | ".join(found), flush=True)
 
 
 def gsm8k_text(data: Path, out: Path, chars: int = 130_000) -> Path:
@@ -110,6 +110,9 @@ def gsm8k_text(data: Path, out: Path, chars: int = 130_000) -> Path:
     return path
 
 
+STAGES = ("perplexity", "baseline", *(label for label, _ in RUNS), "report")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", type=Path, required=True)
@@ -119,7 +122,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=50)
     parser.add_argument("--slots", type=int, default=16)
     parser.add_argument("--gpu-layers", type=int, default=0)
-    parser.add_argument("--perplexity", type=Path)
+    parser.add_argument("--perplexity", type=Path, help="llama-perplexity, for its own table")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help=f"which of {', '.join(STAGES)} to do (the output folder keeps the "
+                             "files of earlier ones)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench-tf")
     args = parser.parse_args()
     if args.model is None:
@@ -127,32 +133,49 @@ def main() -> None:
 
         args.model = bundled_model_path()
     args.out.mkdir(parents=True, exist_ok=True)
-    extra = ("-ngl", str(args.gpu_layers))
+    stages = args.stages.split(",")
+    if "perplexity" in stages and args.perplexity:
+        perplexity_table(args.perplexity, args.model, gsm8k_text(args.data, args.out), args.out,
+                         args.gpu_layers)
+    if "baseline" in stages:
+        free_running(args)
+    for label, kv in RUNS:
+        if label in stages:
+            forced_pass(args, label, kv)
+    if "report" in stages:
+        report(args.out)
+
+
+def free_running(args: argparse.Namespace) -> None:
     common = ["--logprobs", "5", "--concurrency", str(args.slots), "--overwrite"]
     prompts = ROOT / "kveval" / "data" / "prompts" / "regression.txt"
-    base = args.out / "baseline.jsonl"
-    with llama_server(args.model, "f16", args.slots, extra=extra) as url:
+    with llama_server(args.model, "f16", args.slots, extra=("-ngl", str(args.gpu_layers)),
+                      binary=args.server) as url:
         free = kveval("run", "--endpoint", url, "--task", "gsm8k", "--data", str(args.data),
                       "--limit", str(args.gsm8k), "-o", str(args.out / "base-gsm8k.jsonl"),
                       "--label", "base", *common)
         free += kveval("run", "--endpoint", url, "--task", "prompts", "--prompts", str(prompts),
                        "--limit", str(args.prompts), "-o", str(args.out / "base-prompts.jsonl"),
                        "--label", "base", *common)
-    merge(args.out / "base-gsm8k.jsonl", args.out / "base-prompts.jsonl", base)
+    merge(args.out / "base-gsm8k.jsonl", args.out / "base-prompts.jsonl",
+          args.out / "baseline.jsonl")
+    (args.out / "free-running.s").write_text(f"{free}\n")
     print(f"free-running baseline (f16): {free:.1f} s for {args.gsm8k} GSM8K + "
-          f"{args.prompts} prompt items, {args.slots} slots")
-    for label, kv in RUNS:
-        with llama_server(args.model, kv, args.slots, extra=extra) as url:
-            took = kveval("run", "--endpoint", url, "--teacher-force", str(base),
-                          "-o", str(args.out / f"{label}.jsonl"), "--label", label, *common)
-        forced = read_run(args.out / f"{label}.jsonl")
-        positions = sum(len(i.logprobs["tokens"]) for i in forced.items if i.logprobs)
-        print(f"teacher-forced {label}: {took:.1f} s ({took / free:.2f}x the free-running pass), "
-              f"{positions} positions, {positions / took:.0f} positions/s")
-    report(args.out)
-    if args.perplexity:
-        perplexity_table(args.perplexity, args.model, gsm8k_text(args.data, args.out), args.out,
-                         args.gpu_layers)
+          f"{args.prompts} prompt items, {args.slots} slots", flush=True)
+
+
+def forced_pass(args: argparse.Namespace, label: str, kv: str) -> None:
+    common = ["--logprobs", "5", "--concurrency", str(args.slots), "--overwrite"]
+    free = float((args.out / "free-running.s").read_text())
+    with llama_server(args.model, kv, args.slots, extra=("-ngl", str(args.gpu_layers)),
+                      binary=args.server) as url:
+        took = kveval("run", "--endpoint", url, "--teacher-force",
+                      str(args.out / "baseline.jsonl"), "-o", str(args.out / f"{label}.jsonl"),
+                      "--label", label, *common)
+    forced = read_run(args.out / f"{label}.jsonl")
+    positions = sum(len(i.logprobs["tokens"]) for i in forced.items if i.logprobs)
+    print(f"teacher-forced {label}: {took:.1f} s ({took / free:.2f}x the free-running pass), "
+          f"{positions} positions, {positions / took:.0f} positions/s", flush=True)
 
 
 def merge(first: Path, second: Path, out: Path) -> None:

@@ -1,6 +1,12 @@
 """llama.cpp's own llama-server (`make llama-server`) on 127.0.0.1 at a free port, for the
 integration tests and benchmarks: started with a KV cache type, stopped however the
-with-block ends."""
+with-block ends.
+
+`--no-cache-idle-slots`: by default llama-server copies each idle slot's KV cache to its
+host-memory prompt cache whenever a task starts (tools/server/server-context.cpp). Forced
+decoding starts one task per answer token, and between two of an item's requests its slot is
+idle: on an H200 with 16 slots, started without the flag, forced decoding reached 96 to 165
+positions/s, and these copies are the likely cause (read in the source, not yet re-measured)."""
 
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ def llama_server(model: Path, kv: str = "f16", slots: int = 2, ctx_per_slot: int
     port = _free_port()
     args = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
             "-np", str(slots), "-c", str(slots * ctx_per_slot), "-fa", "on",
-            "-ctk", kv, "-ctv", kv, "--no-webui", *extra]
+            "-ctk", kv, "-ctv", kv, "--no-webui", "--no-cache-idle-slots", *extra]
     if threads is not None:
         args += ["-t", str(threads)]
     with tempfile.TemporaryFile() as log:
