@@ -85,7 +85,9 @@ def test_forced_decoding_lines_up_with_the_baseline(capsys: Any, runs: dict[str,
             assert item.logprobs["tokens"] == theirs.logprobs["tokens"][: len(
                 item.logprobs["tokens"])]
     f16 = divergence(capsys, runs[task], runs[f"tf-{task}-f16"])
-    assert f16["top1_agreement"] >= 0.95  # free-running and forced f16: nearly the same
+    # free-running and forced f16 agree on nearly every top-1 (94 to 100% measured: two slots'
+    # batches change near-ties); positions one off would agree on few
+    assert f16["top1_agreement"] >= 0.8
     assert f16["positions"] >= sum(len(r.logprobs["tokens"]) for r in base.values()) - len(base)
 
 
