@@ -13,7 +13,7 @@ DEMO_ARGS  ?=
 BENCH_DIR  ?= results/bench
 BENCH_LIMIT ?= 8
 
-.PHONY: venv install install-local test lint demo bench
+.PHONY: venv install install-local test lint demo bench llama-server
 
 venv: $(BIN)/python
 
@@ -61,3 +61,26 @@ bench: install-local
 		echo "embedded engine, KV cache $$kv: $(BENCH_LIMIT) GSM8K items in" \
 			"$$(( $$(date +%s) - start )) s"; \
 	done
+
+# llama.cpp's own llama-server for the CPU, built from the llama.cpp source that the
+# llama-cpp-python sdist vendors (the version the embedded engine runs); built once, cached
+# under build/ (about 5 minutes on 2 cores). The integration tests use it when it is there.
+LLAMA_CPP_PYTHON ?= 0.3.36
+LLAMA_SERVER_DIR := build/llama-server
+LLAMA_SERVER     := $(LLAMA_SERVER_DIR)/bin/llama-server
+
+llama-server: $(LLAMA_SERVER)
+
+$(LLAMA_SERVER): | $(BIN)/python
+	@mkdir -p build/sdist
+	$(BIN)/pip download --quiet --no-deps --no-binary :all: \
+		llama-cpp-python==$(LLAMA_CPP_PYTHON) -d build/sdist
+	rm -rf build/llama.cpp-src && mkdir -p build/llama.cpp-src
+	tar -xzf build/sdist/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C build/llama.cpp-src \
+		--strip-components=3 --exclude='*/vendor/llama.cpp/.git' \
+		--exclude='*/vendor/llama.cpp/models' --exclude='*/vendor/llama.cpp/docs' \
+		llama_cpp_python-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp
+	cmake -S build/llama.cpp-src -B $(LLAMA_SERVER_DIR) -DCMAKE_BUILD_TYPE=Release \
+		-DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+		-DLLAMA_BUILD_EXAMPLES=OFF $(LLAMA_CMAKE_ARGS) >/dev/null
+	cmake --build $(LLAMA_SERVER_DIR) --target llama-server -j $$(nproc)

@@ -9,8 +9,9 @@ Runs (skipped when their file exists in --out), each task in its own file:
     tf-q8_0-TASK, tf-q4_0-TASK  ... on q8_0 and q4_0
     plain-TASK    f16 without log-probabilities (file size and time without them)
 
-Then per task and change: mean KL, top-1 agreement, the one-sided Wilcoxon p against the
-restart, and the smallest number of items flagged at p < 0.05 in 80% of 500 random subsets;
+Then per task and change: mean KL, top-1 agreement, the one-sided within-item permutation p
+against the restart, and the smallest number of items flagged at p < 0.05 in 80% of 500
+random subsets;
 beside it the same for answer drift (exact McNemar against the restart, as `compare` tests).
 
     python bench/divergence.py --out results/divergence [--gsm8k 24] [--prompts 16]
@@ -28,7 +29,8 @@ import numpy as np
 from kveval.errors import KvevalError
 from kveval.formats.records import Run, read_run
 from kveval.judge.compare import Pair, pair_sides, side_from_run
-from kveval.judge.divergence import ItemDivergence, per_item, summarize, wilcoxon_greater
+from kveval.judge.divergence import ItemDivergence, per_item, summarize
+from kveval.judge.permute import exchange_p
 from kveval.judge.stats import mcnemar_exact
 
 CHANGES = ("f16b", "q8_0", "q4_0")
@@ -76,12 +78,18 @@ def smallest_n(flags: dict[int, float]) -> str:
     return str(found[0]) if found else f"> {max(flags)}"
 
 
+def greater_p(x: np.ndarray, y: np.ndarray) -> float:
+    """The gate's item-by-item part: the candidate's per-item KL exchanged with the noise
+    run's within each item (kveval.judge.permute)."""
+    return exchange_p(list(x), [list(y)])[0]
+
+
 def kl_power(cand: list[ItemDivergence], noise: list[ItemDivergence], rng: np.random.Generator
              ) -> dict[int, float]:
     noise_kl = {i.key: i.kl_mean for i in noise}
     x = np.array([c.kl_mean for c in cand if c.key in noise_kl])
     y = np.array([noise_kl[c.key] for c in cand if c.key in noise_kl])
-    return {n: float(np.mean([wilcoxon_greater(x[s], y[s]) < ALPHA
+    return {n: float(np.mean([greater_p(x[s], y[s]) < ALPHA
                               for s in (rng.choice(len(x), n, replace=False)
                                         for _ in range(DRAWS))]))
             for n in range(3, len(x) + 1)}
@@ -120,7 +128,7 @@ def row(out: Path, task: str, change: str, forced: bool, rng: np.random.Generato
     top1 = 100 * (s.top1_agreement or 0)
     return (f"| {task} | {'teacher-forced' if forced else 'free-running'} | {change} | "
             f"{len(c_div)} | {s.positions} | {s.kl_mean:.4g} | {top1:.1f}% "
-            f"| {wilcoxon_greater(x, y):.2g} | {smallest_n(kl_power(c_div, n_div, rng))} | "
+            f"| {greater_p(x, y):.2g} | {smallest_n(kl_power(c_div, n_div, rng))} | "
             f"{changed} | {drift} |")
 
 
@@ -150,7 +158,7 @@ def main() -> None:
         produce(args.out, tasks, args.data)
     rng = np.random.default_rng(args.seed)
     print("| task | mode | change | items | positions | mean KL (nats) | top-1 same | "
-          "p (Wilcoxon vs restart) | smallest n flagged, KL | answers changed | "
+          "p (permutation vs restart) | smallest n flagged, KL | answers changed | "
           "smallest n flagged, answer drift |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for task in tasks:

@@ -13,8 +13,21 @@ def test_chat_content_shape() -> None:
                                  {"token": "Hi", "logprob": -0.123456},
                                  {"token": "Hey", "logprob": -3.0}]}]
     got = compact({"content": content}, 2)
-    assert got == {"k": 2, "tokens": ["Hi"], "logprobs": [-0.1235],
-                   "top_tokens": [["Hi", "Hello"]], "top_logprobs": [[-0.1235, -2.5]]}
+    assert got == {"k": 2, "tokens": ["Hi"], "logprobs": [-0.123456],  # full precision
+                   "top_tokens": [["Hi", "Hello"]], "top_logprobs": [[-0.123456, -2.5]]}
+
+
+def test_a_tiny_log_probability_is_not_rounded_to_zero() -> None:
+    """4 decimals read -0.00004 as 0: the KL bound then saw probability 1 for the top-1."""
+    got = compact({"content": [{"token": "a", "logprob": -4e-05, "top_logprobs": [
+        {"token": "a", "logprob": -4e-05}, {"token": "b", "logprob": -10.5}]}]}, 2)
+    assert got is not None and got["logprobs"] == [-4e-05]
+    assert got["top_logprobs"] == [[-4e-05, -10.5]]
+
+
+def test_a_nan_log_probability_is_malformed() -> None:
+    with pytest.raises(ValueError):
+        compact({"content": [{"token": "a", "logprob": float("nan"), "top_logprobs": []}]}, 1)
 
 
 def test_legacy_shape_with_dicts_and_a_null_first_position() -> None:

@@ -69,7 +69,7 @@ def test_chat_run_asks_for_top_k_and_records_parallel_arrays(
     assert item.logprobs is not None
     assert item.logprobs["tokens"] == TOKENS
     assert item.logprobs["top_tokens"][1] == [" green", "y"]
-    assert item.logprobs["top_logprobs"][1] == [round(math.log(0.6), 4), round(math.log(0.3), 4)]
+    assert item.logprobs["top_logprobs"][1] == [math.log(0.6), math.log(0.3)]  # full precision
 
 
 def test_completions_run_reads_the_legacy_shape(capsys: Any, prompts: Path,
@@ -256,44 +256,6 @@ def test_teacher_forcing_a_chat_run_on_another_server_is_refused(
     assert "chat template" in err and len(err.strip().splitlines()) == 1
 
 
-TEMPLATE = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
-
-
-def vllm_tokenizer() -> dict[str, Callable[[dict[str, Any]], Any]]:
-    """vLLM's /tokenize of chat messages and /detokenize, over a tokenizer of one id per
-    character of the templated prompt."""
-    def tokenize(body: dict[str, Any]) -> Any:
-        assert body["add_generation_prompt"] is True
-        text = TEMPLATE.format(body["messages"][-1]["content"])
-        return {"tokens": [ord(c) for c in text], "count": len(text), "max_model_len": 4096}
-    return {"/tokenize": tokenize,
-            "/detokenize": lambda body: {"prompt": "".join(map(chr, body["tokens"]))}}
-
-
-def test_teacher_forcing_a_chat_run_on_vllm_renders_with_its_template(
-        capsys: Any, prompts: Path, tmp_path: Path) -> None:
-    base, out = tmp_path / "base.jsonl", tmp_path / "tf.jsonl"
-    with serve(BASE_TOP) as server:
-        run(capsys, server, prompts, base, "--logprobs", "2")
-    server = FakeServer(Behaviour(answer=lambda body: body["prompt"] + "!",
-                                  logprobs=echo_logprobs(MOVED_TOP), post_routes=vllm_tokenizer()))
-    with server:
-        code, _, err = kveval(capsys, "run", "--endpoint", server.base_url, "--teacher-force",
-                              str(base), "--logprobs", "2", "-o", str(out))
-    assert code == 0, err
-    questions = {r.item_id: r.request["messages"][-1]["content"] for r in read_run(base).items}
-    forced_items = read_run(out).items
-    assert len(forced_items) == PROMPTS
-    for item in forced_items:
-        body = item.request  # the body as sent: a record holds it exactly
-        assert body["prompt"] == TEMPLATE.format(questions[item.item_id]) + ANSWER
-        assert body["add_special_tokens"] is False and body["echo"] is True
-        assert body in server.requests
-    code, out_json, _ = kveval(capsys, "compare", str(base), str(out), "--json")
-    assert json.loads(out_json)["tasks"][0]["divergence"]["kl_mean"] == pytest.approx(
-        KL_MOVED, rel=1e-3)
-
-
 def test_teacher_forcing_on_a_server_that_does_not_echo(capsys: Any, prompts: Path,
                                                         tmp_path: Path) -> None:
     base = tmp_path / "base.jsonl"
@@ -374,12 +336,12 @@ def test_report_takes_max_kl_and_gives_the_gates_verdict(
 @pytest.mark.parametrize("routes", [
     {},  # no /tokenize: not vLLM
     {"/tokenize": lambda body: {"count": 3}},
-    {"/tokenize": lambda body: {"tokens": [1]}, "/detokenize": lambda body: {"prompt": 3}},
+    {"/tokenize": lambda body: {"tokens": "1 2"}},
 ])
-def test_a_server_that_cannot_render_chat_is_one_line(routes: dict[str, Any]) -> None:
-    from kveval.errors import UsageError
-    from kveval.run.teacher import vllm_template
+def test_a_server_without_a_tokenizer_gets_echo_and_no_chat(routes: dict[str, Any]) -> None:
+    from kveval.run.forcing import Probe, chat_refusal, select
 
-    with FakeServer(Behaviour(post_routes=routes)) as server, pytest.raises(UsageError) as exc:
-        vllm_template(server.base_url, "m", None, 5).render([{"role": "user", "content": "hi"}])
-    assert "chat template" in str(exc.value) and "\n" not in str(exc.value)
+    with FakeServer(Behaviour(post_routes=routes)) as server:
+        method = select(Probe(server.base_url, "m", None), {})
+    assert method.name == "echo" and method.template is None
+    assert "chat template" in chat_refusal(method) and "\n" not in chat_refusal(method)

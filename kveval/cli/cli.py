@@ -12,6 +12,7 @@ import sys
 import click
 
 from kveval import __version__
+from kveval.cli.check import check
 from kveval.cli.demo import demo
 from kveval.cli.plan import plan
 from kveval.cli.report import report
@@ -34,10 +35,11 @@ def cli() -> None:
     kveval gate     --baseline A --candidate B --noise N   # 0 pass, 1 regression, 2 cannot judge
     kveval report   --baseline A --candidate B --noise N -o report.html   # the same, as a page
     kveval plan     results/bf16a.jsonl --noise results/bf16b.jsonl --detect 2  # how many items
+    kveval check    --endpoint URL   # what a server offers kveval, in a few seconds
     """
 
 
-for command in (run, tasks, plan, compare, score, gate, report, demo):
+for command in (run, tasks, check, plan, compare, score, gate, report, demo):
     cli.add_command(command)
 
 

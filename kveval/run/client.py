@@ -48,6 +48,7 @@ class Reply:
     error: str | None = None
     logprobs: dict[str, Any] | None = None  # compact, see run/logprobs.py
     reasoning: str | None = None  # a reasoning server's thinking, apart from the answer
+    meta: dict[str, Any] | None = None  # added to the item's meta (teacher forcing: how)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ Both become one compact record of parallel arrays (`ItemRecord.logprobs`):
      "top_tokens": [["The", "A", ...], ...],     # per position: the top-K tokens, best first
      "top_logprobs": [[-0.0123, -4.61, ...], ...]}
 
-Log-probabilities are rounded to 4 decimals (a KL of 1e-4 nats is still resolved; rounding
-moves a per-token KL by about 1e-9). A position the server gave no log-probability (an
-echoed prompt's first token) is dropped.
+Log-probabilities are kept at the full precision the server sent (a float written with the
+shortest repr that reads back the same): rounding them to 4 decimals made a top-1
+log-probability of -0.00004 read as 0, and so overstated the KL bound. A position the server
+gave no log-probability (an echoed prompt's first token) is dropped.
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-DECIMALS = 4
 FLOOR = -9999.0  # -inf (a token of probability 0) as a finite JSON number
 
 
 def rounded(value: Any) -> float:
+    """The log-probability as a finite float, at full precision (-inf becomes FLOOR)."""
     number = float(value)
-    return FLOOR if math.isinf(number) or number < FLOOR else round(number, DECIMALS)
+    if math.isnan(number):
+        raise ValueError("a log-probability is NaN")
+    return FLOOR if math.isinf(number) or number < FLOOR else number
 
 
 def _ranked(pairs: Sequence[tuple[str, float]], k: int) -> tuple[list[str], list[float]]:

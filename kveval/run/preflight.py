@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from kveval.errors import EndpointError
 from kveval.run.client import Connection, Reply, asked_k, send
+from kveval.run.forcing import LACKS
 from kveval.run.runner import Before, Job
 
 _CLIENT_ERRORS = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
@@ -39,10 +40,10 @@ def check_longest(jobs: Sequence[Job]) -> Before:
     job = longest(jobs)
 
     async def check(conn: Connection) -> None:
+        if job.forced is not None:
+            return await _check_forced(job, conn)
         reply = await send(conn, {**job.body, "max_tokens": 1}, job.span)
         error = reply.error
-        if job.span is not None and error is not None and "log-probabilities" in error:
-            raise EndpointError(f"the server cannot teacher-force {job.item.item_id}: {error}")
         if error is None:
             _check_logprobs(job, reply)
             return
@@ -55,3 +56,15 @@ def check_longest(jobs: Sequence[Job]) -> Before:
             raise EndpointError(f"the server did not answer a first request: {error}")
 
     return check
+
+
+async def _check_forced(job: Job, conn: Connection) -> None:
+    """Teacher forcing: the longest item's longest request, by the run's method."""
+    reply = await job.forced.probe(conn)
+    method = job.forced.method
+    if reply.error is None and reply.logprobs and reply.logprobs["tokens"]:
+        return
+    why = reply.error or "the reply held no log-probabilities"
+    hint = f"; {LACKS}" if method == "echo" else ""
+    raise EndpointError(f"the server cannot teacher-force {job.item.item_id} by {method}: "
+                        f"{why}{hint}")

@@ -26,6 +26,7 @@ class Job:
     item: Item
     body: dict[str, Any]
     span: tuple[int, int] | None = None  # teacher forcing: the answer's characters in the echo
+    forced: Any = None  # teacher forcing: a run.forced.Forced, which makes the requests itself
 
 
 def plan(specs_items: Sequence[tuple[TaskSpec, Sequence[Item]]], model: str, seed: int | None,
@@ -50,6 +51,7 @@ def to_record(job: Job, reply: Reply) -> ItemRecord:
         return ItemRecord(status="error", error=reply.error, **common)
     score = ADAPTERS[job.spec.adapter].score(item, reply.text or "")  # null: no answer
     common["meta"].update(score.meta)
+    common["meta"].update(reply.meta or {})
     return ItemRecord(
         status="ok",
         output=reply.text,
@@ -71,6 +73,8 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
 
     async def one(job: Job) -> ItemRecord:
         async with gate:
+            if job.forced is not None:
+                return to_record(job, await job.forced.exchange(conn))
             return to_record(job, await send(conn, job.body, job.span))
 
     tasks: list[asyncio.Future[ItemRecord]] = []

@@ -7,6 +7,7 @@ fails in one line within seconds and an existing run file is never touched by mi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import time
@@ -214,24 +215,25 @@ def _preflight(target: Target, pending: Sequence[Job]) -> Any:
 
 
 def run_forced(opts: RunOptions, started: float) -> int:
-    """--teacher-force BASE: the baseline's own answers, scored under this server."""
+    """--teacher-force BASE: the baseline's own answers, scored under this server by the
+    best method it offers (run/forcing.py), chosen before any item is sent."""
     from kveval.run import teacher
 
     baseline = teacher.load_baseline(str(opts.teacher_force))
     old = existing_run(opts.output, opts.resume, opts.overwrite)
     check_writable(opts.output)
     with open_target(opts, logits_all=True) as target:
-        template = (teacher.embedded_template(opts.engine.get("model_path"))
-                    if target.endpoint_label == EMBEDDED else
-                    teacher.vllm_template(target.base_url, target.model, api_key(), opts.timeout))
-        specs, jobs = teacher.plan_forced(baseline, target.model, opts.logprobs or
-                                          teacher.DEFAULT_K, opts.seed, opts.limit, template,
-                                          opts.extra_body)
+        plan, method = teacher.plan_run(baseline, target.base_url, target.model,
+                                        target.info.fingerprint, opts, api_key(),
+                                        target.endpoint_label == EMBEDDED)
         source = f"teacher-forced answers of {baseline.path}"
-        header = make_header(opts, target, Resolved(specs, opts.setup, opts.extra_body),
-                             {spec.name: source for spec in specs},
-                             dict(Counter(job.item.task for job in jobs)))
-        return send_all(opts, target, header, jobs, old, started)
+        header = make_header(opts, target, Resolved(plan.specs, opts.setup, opts.extra_body),
+                             {spec.name: source for spec in plan.specs},
+                             dict(Counter(job.item.task for job in plan.jobs)))
+        header = dataclasses.replace(header, teacher_force={
+            "baseline": baseline.header.label or baseline.path.stem, **method.header(),
+            "unserved": plan.unserved or None})
+        return send_all(opts, target, header, plan.jobs, old, started)
 
 
 def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job],

@@ -1,52 +1,61 @@
 """Teacher forcing: score a baseline run's own answers under another server.
 
-For each answered item of the baseline, the baseline's prompt with its answer appended is
-sent to the completions API with `echo: true`, `logprobs: K` and `max_tokens: 1` (vLLM
-rejects 0), and the log-probabilities of the answer's tokens are kept: every position of the
-answer is then conditioned on the same text in both runs, so two teacher-forced runs compare
-over the whole answer (llama.cpp's `perplexity --kl-divergence`, over an API).
+For each answered item of the baseline, the baseline's prompt and answer are scored under
+this server by the method run/forcing.py chose for it (forced decoding on llama-server,
+/generate on SGLang, prompt_logprobs on vLLM, echo elsewhere; run/forced.py sends them):
+every position of the answer is then conditioned on the same text in both runs, so two
+teacher-forced runs compare over the whole answer (llama.cpp's `perplexity --kl-divergence`,
+over an API).
 
-The answer's tokens are those whose `text_offset` falls inside the answer's characters,
-counted back from the end of the echoed text (llama-cpp-python's offsets skip the special
-tokens of a chat template). A chat item's prompt is first rendered with the model's chat
-template: on the embedded engine with the GGUF's own template, as llama-cpp-python's server
-applies it; on vLLM by the server itself (POST /tokenize with the messages, then /detokenize
-of those tokens: the text its chat API would have sent), posted with `add_special_tokens:
-false` as vLLM's chat API does, since the template holds them. Other servers are refused
-for chat items. llama.cpp's llama-server does not return echoed log-probabilities at all.
+The echo method sends the baseline's prompt with its answer appended to the completions API
+with `echo: true`, `logprobs: K` and `max_tokens: 1` (vLLM rejects 0), and keeps the
+answer's tokens: those whose `text_offset` falls inside the answer's characters, counted back
+from the end of the echoed text (llama-cpp-python's offsets skip the special tokens of a chat
+template). A chat item's prompt is rendered there with the GGUF's own template, as
+llama-cpp-python's server applies it. Alignment is checked, not assumed (run/logprobs.py).
 
-Alignment is checked, not assumed: a token is often the top-1 of its own position and rarely
-the top-1 of the next one. llama-cpp-python shifts echoed positions by one when the prompt
-does not start with the model's BOS token (each position then holds the next position's
-distribution); kveval detects which holds and shifts back.
+Items a method cannot serve (chat items on a server with no chat-template endpoint) are
+counted per task, recorded in the header's `teacher_force.unserved` and named on stderr.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from kveval.adapters.base import Item, Message, TaskSpec
 from kveval.errors import UsageError
 from kveval.formats.records import ItemRecord, Run
+from kveval.run.forcing import Method, chat_refusal
 from kveval.run.runner import Job
 
 DEFAULT_K = 5
 Render = Callable[[Sequence[Message]], str]  # chat messages -> the templated prompt text
 _SPEC_FIELDS = {f.name for f in fields(TaskSpec)}
-CHAT_REFUSED = ("teacher forcing sends a chat item's prompt rendered with the model's chat "
-                "template, which kveval can do for the embedded engine and for vLLM (/tokenize "
-                "and /detokenize){why}; run the baseline with --api completions")
 
 
 @dataclass(frozen=True)
-class ChatTemplate:
-    """How chat items' prompts are rendered for teacher forcing, and what their requests add."""
+class Context:
+    """What every forced item of a run shares."""
 
-    render: Render
-    body: dict[str, Any] = field(default_factory=dict)  # e.g. vLLM: add_special_tokens false
+    method: Method
+    base_url: str  # the endpoint's .../v1
+    model: str
+    k: int
+    seed: int | None = None
+    limit: int | None = None
+    extra_body: dict[str, Any] | None = None
+    render: Render | None = None  # echo: the chat template (the embedded engine's)
+    slots: Any = None  # forced decoding: the run's SlotPool
+
+
+@dataclass(frozen=True)
+class Plan:
+    specs: list[TaskSpec]
+    jobs: list[Job]
+    unserved: dict[str, int]  # task -> answered items the method cannot serve
 
 
 def spec_from_header(task: Mapping[str, Any], k: int, baseline: str) -> TaskSpec:
@@ -67,16 +76,10 @@ def forced_item(record: ItemRecord) -> Item:
                 meta={k: v for k, v in record.meta.items() if k != "teacher_forced"})
 
 
-def prompt_text(item: Item, template: ChatTemplate) -> tuple[str, dict[str, Any]]:
-    """The prompt text to append the answer to, and what the request adds for it."""
-    if item.prompt is not None:
-        return item.prompt, {}
-    return template.render(item.messages or ()), template.body
-
-
 def forced_body(prompt: str, answer: str, model: str, k: int, seed: int | None,
                 extra_body: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The exact JSON posted: --extra-body's keys, then the ones teacher forcing owns."""
+    """The exact JSON posted by the echo method: --extra-body's keys, then the ones teacher
+    forcing owns."""
     from kveval.run.client import OWNED_KEYS
 
     body = {key: v for key, v in (extra_body or {}).items() if key not in OWNED_KEYS}
@@ -110,25 +113,80 @@ def load_baseline(path: str) -> Run:
     return read_run(path)
 
 
-def plan_forced(baseline: Run, model: str, k: int, seed: int | None, limit: int | None,
-                template: ChatTemplate, extra_body: dict[str, Any] | None = None
-                ) -> tuple[list[TaskSpec], list[Job]]:
-    """The teacher-forced jobs: one per answered baseline item, with the answer's span."""
+def servable(item: Item, ctx: Context) -> bool:
+    if item.prompt is not None:
+        return True
+    return ctx.render is not None if ctx.method.name == "echo" else ctx.method.template is not None
+
+
+def plan_forced(baseline: Run, ctx: Context) -> Plan:
+    """The teacher-forced jobs: one per answered baseline item the method can serve."""
     label = baseline.header.label or baseline.path.stem
-    specs = {t["name"]: spec_from_header(t, k, label) for t in baseline.header.tasks}
-    jobs = []
-    for record in forced_records(baseline, limit):
+    specs = {t["name"]: spec_from_header(t, ctx.k, label) for t in baseline.header.tasks}
+    jobs: list[Job] = []
+    unserved: dict[str, int] = {}
+    tokenizer = _tokenizer(ctx)
+    for record in forced_records(baseline, ctx.limit):
         if record.task not in specs:
             raise UsageError(f"{baseline.path}: item {record.item_id} has a task the header "
                              "does not list")
         item = forced_item(record)
-        (prompt, added), answer = prompt_text(item, template), record.output or ""
-        body = forced_body(prompt, answer, model, k, seed, extra_body) | added
-        jobs.append(Job(specs[record.task], item, body, (len(prompt), len(prompt) + len(answer))))
-    return list(specs.values()), jobs
+        if not servable(item, ctx):
+            unserved[record.task] = unserved.get(record.task, 0) + 1
+            continue
+        jobs.append(_job(specs[record.task], item, record, ctx, tokenizer))
+    if not jobs:
+        raise UsageError(f"no item can be teacher-forced here: {chat_refusal(ctx.method)}; "
+                         "run the baseline with --api completions")
+    return Plan(list(specs.values()), jobs, unserved)
 
 
-def embedded_template(model_path: str | None) -> ChatTemplate:
+def _tokenizer(ctx: Context) -> Any:
+    """One for the run: it remembers the ids of single tokens."""
+    from kveval.run.endpoint import server_root
+    from kveval.run.forced_tokens import Tokenizer
+    from kveval.safe import redact_url
+
+    return Tokenizer(ctx.method, server_root(redact_url(ctx.base_url).rstrip("/")), ctx.model)
+
+
+def _job(spec: TaskSpec, item: Item, record: ItemRecord, ctx: Context, tokenizer: Any) -> Job:
+    from kveval.run.client import OWNED_KEYS
+    from kveval.run.forced import Answer, Forced
+    from kveval.run.forced_tokens import recorded_tokens
+    from kveval.safe import redact_url
+
+    answer_text = record.output or ""
+    tokens = recorded_tokens(record.logprobs, answer_text)
+    texts = (record.logprobs or {}).get("tokens")
+    answer = Answer(answer_text, tokens, record.finish_reason, record.usage,
+                    texts[: len(tokens)] if tokens and isinstance(texts, list) else None)
+    base = redact_url(ctx.base_url).rstrip("/")
+    extra = {k: v for k, v in (ctx.extra_body or {}).items() if k not in OWNED_KEYS}
+    if ctx.method.name == "echo":
+        prompt = item.prompt if item.prompt is not None else (ctx.render or str)(
+            item.messages or ())
+        body = forced_body(prompt, answer_text, ctx.model, ctx.k, ctx.seed, ctx.extra_body)
+        span = (len(prompt), len(prompt) + len(answer_text))
+        forced = Forced(tokenizer, base, item.prompt, item.messages, answer, ctx.k,
+                        echo=(body, span))
+        return Job(spec, item, body, span, forced)
+    forced = Forced(tokenizer, base, item.prompt, item.messages, answer, ctx.k, ctx.seed, extra,
+                    ctx.slots)
+    return Job(spec, item, described(item, answer_text, ctx), None, forced)
+
+
+def described(item: Item, answer: str, ctx: Context) -> dict[str, Any]:
+    """What a record keeps of the requests of a token-id method: enough to rebuild them
+    (the ids come from the server's /tokenize)."""
+    source = {"prompt": item.prompt} if item.prompt is not None else {
+        "messages": list(item.messages or ())}
+    return {"model": ctx.model, **source, "answer": answer, "temperature": 0.0,
+            "teacher_force": ctx.method.name, "logprobs": ctx.k,
+            **({"seed": ctx.seed} if ctx.seed is not None else {})}
+
+
+def embedded_template(model_path: str | None) -> Render:
     """The embedded engine's chat template, applied as llama-cpp-python's server applies it
     (loaded on the first chat item: a completions-only baseline never needs it)."""
     loaded: list[Any] = []
@@ -138,38 +196,7 @@ def embedded_template(model_path: str | None) -> ChatTemplate:
             loaded.append(_embedded_formatter(model_path))
         return str(loaded[0](messages=[dict(m) for m in messages]).prompt)
 
-    return ChatTemplate(render)
-
-
-def _answer(data: Any, key: str) -> Any:
-    """`key` of a tokenizer endpoint's answer: the token list or the prompt text."""
-    from kveval.run.tokens import Unavailable
-
-    value = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(value, list if key == "tokens" else str):
-        raise Unavailable(f"the answer holds no {key}")
-    return value
-
-
-def vllm_template(base_url: str, model: str, api_key: str | None,
-                  timeout: float) -> ChatTemplate:
-    """vLLM's chat template, applied by the server: the messages' tokens from /tokenize
-    (with the generation prompt), and their text from /detokenize."""
-    from kveval.run.tokens import Server, Unavailable
-
-    server = Server(base_url, model, api_key, timeout)
-
-    def render(messages: Sequence[Message]) -> str:
-        try:
-            ids = _answer(server.post("/tokenize", {"model": model, "messages": list(messages),
-                                                    "add_generation_prompt": True}), "tokens")
-            prompt = _answer(server.post("/detokenize", {"model": model, "tokens": ids}),
-                             "prompt")
-        except Unavailable as exc:
-            raise UsageError(CHAT_REFUSED.format(why=f" ({exc})")) from None
-        return str(prompt)
-
-    return ChatTemplate(render, {"add_special_tokens": False})
+    return render
 
 
 def _embedded_formatter(model_path: str | None) -> Any:
@@ -192,3 +219,25 @@ def _embedded_formatter(model_path: str | None) -> Any:
     if formatter is None:
         raise UsageError(f"cannot render the embedded model's chat format {fmt!r}")
     return formatter
+
+
+def plan_run(baseline: Run, base_url: str, model: str, fingerprint: dict[str, Any],
+             opts: Any, api_key: str | None, embedded: bool) -> tuple[Plan, Method]:
+    """Choose the server's method, plan every item, and name on stderr the items the
+    method cannot serve."""
+    import click
+
+    from kveval.run.forced import SlotPool
+    from kveval.run.forcing import Probe, select
+    from kveval.safe import one_line
+
+    method = select(Probe(base_url, model, api_key), fingerprint, embedded)
+    render = embedded_template(opts.engine.get("model_path")) if embedded else None
+    slots = SlotPool(method.slots) if method.name == "forced_decoding" else None
+    ctx = Context(method, base_url, model, opts.logprobs or DEFAULT_K, opts.seed, opts.limit,
+                  opts.extra_body, render, slots)
+    plan = plan_forced(baseline, ctx)
+    for task, count in plan.unserved.items():
+        click.echo(f"note: {one_line(task)}: {count} item(s) not teacher-forced: "
+                   f"{chat_refusal(method)}", err=True)
+    return plan, method

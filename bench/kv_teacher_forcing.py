@@ -1,0 +1,207 @@
+"""Teacher-forced KL of quantized KV caches on llama.cpp's llama-server, beside
+`llama-perplexity --kl-divergence` for the same model.
+
+One f16 server answers GSM8K and prompt items free-running (the baseline, --logprobs 5);
+then a fresh server per KV cache type (two f16 restarts as the noise floor, q8_0, q4_0)
+teacher-forces the baseline's answers. Prints the time of each pass, and per task and run
+the KL table (judge/kld.py) against the baseline and against the first f16 restart, with
+compare's test against the noise floor; with --perplexity, llama.cpp's own table on GSM8K
+train text for the same model and cache types.
+
+    python bench/kv_teacher_forcing.py --server build/llama-server/bin/llama-server \\
+        --data ../shared/data/gsm8k --gsm8k 20 --prompts 10 --slots 2      # CPU, small
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from llama_server import llama_server  # noqa: E402
+
+from kveval.formats.records import read_run  # noqa: E402
+from kveval.judge.kld import KldTable, kld_table, position_values  # noqa: E402
+
+RUNS = (("f16-a", "f16"), ("f16-b", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"))
+
+
+def kveval(*args: str) -> float:
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "kveval.cli.cli", *args],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"kveval {' '.join(args[:3])} failed: {result.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+def tables(base: Path, other: Path) -> dict[str, KldTable]:
+    theirs = read_run(other).by_key()
+    values: dict[str, list] = {}
+    for item in read_run(base).items:
+        mine = theirs.get(item.key)
+        if item.logprobs and mine is not None and mine.logprobs:
+            values.setdefault(item.task, []).extend(position_values(item.logprobs, mine.logprobs))
+    return {task: kld_table(v) for task, v in values.items() if v}
+
+
+def row(label: str, table: KldTable) -> str:
+    k, dp = table.kl, table.dp_rms
+    return (f"  {label:<22} {table.positions:>7} {table.kl_mean.value:10.6f} ± "
+            f"{table.kl_mean.se:8.6f} {k['median']:10.6f} {k['p99']:9.5f} {k['p99.9']:9.5f} "
+            f"{k['max']:8.4f} {100 * table.same_top.value:7.3f} ± {100 * table.same_top.se:5.3f}%"
+            f" {100 * dp.value if dp else float('nan'):7.3f}%")
+
+
+def floor_test(out: Path, label: str) -> str:
+    """compare's own divergence test of a forced run against the two forced f16 restarts."""
+    result = subprocess.run([sys.executable, "-m", "kveval.cli.cli", "compare",
+                             str(out / "f16-a.jsonl"), str(out / f"{label}.jsonl"), "--noise",
+                             str(out / "f16-b.jsonl"), "--json"], capture_output=True, text=True)
+    try:
+        tasks = json.loads(result.stdout)["tasks"]
+    except (ValueError, KeyError):
+        return "  (compare failed: " + result.stderr.strip()[-200:] + ")"
+    found = []
+    for task in tasks:
+        test = (task.get("divergence") or {}).get("test") or {}
+        if test:
+            found.append(f"{task['task']}: KL {test.get('candidate_kl', 0):.6f} vs floor "
+                         f"{test.get('noise_kl', 0):.6f}, p = {test.get('p_value', 1):.2g}")
+    return "  " + "; ".join(found)
+
+
+def perplexity_table(binary: Path, model: Path, text: Path, out: Path, gpu: int) -> None:
+    base = out / "f16.kld"
+    common = [str(binary), "-m", str(model), "-f", str(text), "-c", "512", "-ngl", str(gpu),
+              "-fa", "on"]
+    subprocess.run([*common, "--kl-divergence-base", str(base)], check=True,
+                   capture_output=True)
+    print("\nllama-perplexity --kl-divergence (GSM8K train text, f16 KV as the base):")
+    for label, kv in (("f16 re-run", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0")):
+        done = subprocess.run([*common, "--kl-divergence-base", str(base), "--kl-divergence",
+                               "-ctk", kv, "-ctv", kv], capture_output=True, text=True)
+        lines = done.stdout + done.stderr
+        (out / f"perplexity-{kv}-{label.split()[0]}.log").write_text(lines)
+        wanted = ("Mean    KLD", "Median  KLD", "99.0%   KLD", "99.9%   KLD", "Maximum KLD",
+                  "RMS Δp", "Same top p")
+        found = [re.sub(r"\s+", " ", line.strip()) for line in lines.splitlines()
+                 if line.strip().startswith(wanted)]
+        print(f"  {label}: " + " | ".join(found), flush=True)
+
+
+def gsm8k_text(data: Path, out: Path, chars: int = 130_000) -> Path:
+    """GSM8K train questions and answers as plain text, about 30k tokens."""
+    text, path = [], out / "gsm8k-train.txt"
+    for line in (data / "train.jsonl").read_text().splitlines():
+        item = json.loads(line)
+        text.append(f"Question: {item['question']}\nAnswer: {item['answer']}\n")
+        if sum(map(len, text)) > chars:
+            break
+    path.write_text("\n".join(text))
+    return path
+
+
+STAGES = ("perplexity", "baseline", *(label for label, _ in RUNS), "report")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", type=Path, required=True)
+    parser.add_argument("--model", type=Path)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--gsm8k", type=int, default=500)
+    parser.add_argument("--prompts", type=int, default=50)
+    parser.add_argument("--slots", type=int, default=16)
+    parser.add_argument("--gpu-layers", type=int, default=0)
+    parser.add_argument("--perplexity", type=Path, help="llama-perplexity, for its own table")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help=f"which of {', '.join(STAGES)} to do (the output folder keeps the "
+                             "files of earlier ones)")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench-tf")
+    args = parser.parse_args()
+    if args.model is None:
+        from kveval.run.engine_setup import bundled_model_path
+
+        args.model = bundled_model_path()
+    args.out.mkdir(parents=True, exist_ok=True)
+    stages = args.stages.split(",")
+    if "perplexity" in stages and args.perplexity:
+        perplexity_table(args.perplexity, args.model, gsm8k_text(args.data, args.out), args.out,
+                         args.gpu_layers)
+    if "baseline" in stages:
+        free_running(args)
+    for label, kv in RUNS:
+        if label in stages:
+            forced_pass(args, label, kv)
+    if "report" in stages:
+        report(args.out)
+
+
+def free_running(args: argparse.Namespace) -> None:
+    common = ["--logprobs", "5", "--concurrency", str(args.slots), "--overwrite"]
+    prompts = ROOT / "kveval" / "data" / "prompts" / "regression.txt"
+    with llama_server(args.model, "f16", args.slots, extra=("-ngl", str(args.gpu_layers)),
+                      binary=args.server) as url:
+        free = kveval("run", "--endpoint", url, "--task", "gsm8k", "--data", str(args.data),
+                      "--limit", str(args.gsm8k), "-o", str(args.out / "base-gsm8k.jsonl"),
+                      "--label", "base", *common)
+        free += kveval("run", "--endpoint", url, "--task", "prompts", "--prompts", str(prompts),
+                       "--limit", str(args.prompts), "-o", str(args.out / "base-prompts.jsonl"),
+                       "--label", "base", *common)
+    merge(args.out / "base-gsm8k.jsonl", args.out / "base-prompts.jsonl",
+          args.out / "baseline.jsonl")
+    (args.out / "free-running.s").write_text(f"{free}\n")
+    print(f"free-running baseline (f16): {free:.1f} s for {args.gsm8k} GSM8K + "
+          f"{args.prompts} prompt items, {args.slots} slots", flush=True)
+
+
+def forced_pass(args: argparse.Namespace, label: str, kv: str) -> None:
+    common = ["--logprobs", "5", "--concurrency", str(args.slots), "--overwrite"]
+    free = float((args.out / "free-running.s").read_text())
+    with llama_server(args.model, kv, args.slots, extra=("-ngl", str(args.gpu_layers)),
+                      binary=args.server) as url:
+        took = kveval("run", "--endpoint", url, "--teacher-force",
+                      str(args.out / "baseline.jsonl"), "-o", str(args.out / f"{label}.jsonl"),
+                      "--label", label, *common)
+    forced = read_run(args.out / f"{label}.jsonl")
+    positions = sum(len(i.logprobs["tokens"]) for i in forced.items if i.logprobs)
+    print(f"teacher-forced {label}: {took:.1f} s ({took / free:.2f}x the free-running pass), "
+          f"{positions} positions, {positions / took:.0f} positions/s", flush=True)
+
+
+def merge(first: Path, second: Path, out: Path) -> None:
+    """Two runs of one setup as one baseline file: the first header, with both tasks."""
+    a, b = first.read_text().splitlines(), second.read_text().splitlines()
+    header = json.loads(a[0])
+    header["tasks"] = header["tasks"] + json.loads(b[0])["tasks"]
+    out.write_text("\n".join([json.dumps(header), *a[1:], *b[1:]]) + "\n")
+
+
+def report(out: Path) -> None:
+    head = (f"  {'run':<22} {'pos':>7} {'mean KL ± se':>21} {'median':>10} {'p99':>9} "
+            f"{'p99.9':>9} {'max':>8} {'same top ± se':>17} {'RMS Δp':>8}")
+    for against in ("baseline", "f16-a"):
+        name = "the free-running baseline" if against == "baseline" else "forced f16-a"
+        print(f"\nKL table against {name} (top-5 bound):")
+        print(head)
+        for label, _ in RUNS:
+            if label == against:
+                continue
+            for task, table in tables(out / f"{against}.jsonl", out / f"{label}.jsonl").items():
+                print(row(f"{label} {task}", table))
+    print("\ncompare's test against the noise floor (forced f16-b), base = forced f16-a:")
+    for label in ("q8_0", "q4_0"):
+        print(f"  {label}:" + floor_test(out, label))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""`kveval check`: what a server offers kveval, in a few seconds, with no run file."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from kveval.cli.run import ENV_ENDPOINT
+
+KV_TYPES = ("f16", "q8_0", "q4_0")
+
+
+@click.command()
+@click.option("--endpoint", envvar=ENV_ENDPOINT, metavar="URL",
+              help="OpenAI-compatible base URL incl. /v1 (env KVEVAL_ENDPOINT). Unset: check "
+                   "the embedded llama.cpp engine as `kveval run` would start it.")
+@click.option("--model", help="Model id to check. Default: the one model /v1/models lists.")
+@click.option("--kv-cache-type", type=click.Choice(KV_TYPES), default="f16", show_default=True,
+              help="Embedded engine only: its KV cache type.")
+@click.option("--ctx", type=click.IntRange(min=256), default=4096, show_default=True,
+              help="Embedded engine only: its context size.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
+          as_json: bool) -> int:
+    """What kveval can do against a server: models, fingerprint, completions and chat at
+    temperature 0, the largest --logprobs K, the teacher-forcing method, tokenizer and chat
+    template, and the --setup keys to state. Exit 0 when a rollout suite can run, 2 (with the
+    reason) when it cannot."""
+    from kveval.errors import EndpointError
+    from kveval.run.check import check as probe_server
+    from kveval.run.endpoint import check_url, choose_model, probe, redact
+    from kveval.run.session import api_key
+
+    if endpoint:
+        check_url(endpoint)
+        info = probe(endpoint, api_key())
+        chosen = _chosen(choose_model, model, info.model_ids)
+        result = probe_server(endpoint, redact(endpoint), info, chosen, api_key())
+    else:
+        result = _embedded(model, kv_cache_type, ctx)
+    click.echo(json.dumps(result.to_json(), indent=1, ensure_ascii=False) if as_json
+               else render(result.to_json()))
+    if result.problems:
+        raise EndpointError("a rollout suite cannot run here: " + "; ".join(result.problems))
+    return 0
+
+
+def _chosen(choose: Any, model: str | None, ids: list[str]) -> str | None:
+    from kveval.errors import EndpointError
+
+    try:
+        return str(choose(model, ids))
+    except EndpointError:
+        if model:
+            raise
+        return None
+
+
+def _embedded(model: str | None, kv_cache_type: str, ctx: int) -> Any:
+    from kveval.run.check import check as probe_server
+    from kveval.run.endpoint import ServerInfo, probe
+    from kveval.run.engine_setup import EngineConfig
+    from kveval.run.local import serve
+
+    config = EngineConfig(kv_cache_type=kv_cache_type, ctx=ctx, logits_all=True)
+    with serve(config) as engine:
+        info = probe(engine.base_url, None)
+        info = ServerInfo(info.models, {**info.fingerprint, "engine": engine.fingerprint})
+        return probe_server(engine.base_url, "embedded", info, model or engine.model, None,
+                            embedded=True)
+
+
+def _cell(value: Any) -> str:
+    from kveval.safe import one_line
+
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_cell(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return ", ".join(map(_cell, value)) or "-"
+    return one_line(str(value))
+
+
+def render(data: dict[str, Any]) -> str:
+    """The table: one line per finding; every server string stripped for the terminal."""
+    apis = {api: "works" if why is None else f"fails: {why}" for api, why in data["apis"].items()}
+    tf = data["teacher_force"]
+    method = tf.get("method") or f"none ({tf.get('why_not')})" if tf else "-"
+    rows = [
+        ("endpoint", data["endpoint"]), ("models", data["models"]), ("model", data["model"]),
+        ("fingerprint", data["fingerprint"]), ("completions", apis.get("completions")),
+        ("chat", apis.get("chat")), ("max --logprobs K", data["max_logprobs"]),
+        ("teacher forcing", method), ("  server taken for", tf.get("server")),
+        ("  chat items", tf.get("chat_items") or ("cannot be forced" if tf else None)),
+        ("tokenizer", data["endpoints"].get("tokenizer")),
+        ("chat template", data["endpoints"].get("chat_template")),
+        ("state with --setup", data["setup_to_state"]),
+        ("verdict", "a rollout suite can run" if data["runnable"] else
+         "cannot run: " + "; ".join(data["problems"])),
+        ("took", f"{data['seconds']:.1f} s"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {_cell(value)}" for name, value in rows)

@@ -1,0 +1,194 @@
+"""`kveval check`: what a server offers kveval, found in a few seconds, before any long run.
+
+Probes, each bounded in time: the model list and the fingerprint a run would record, a
+one-token completions and chat request at temperature 0, the largest `--logprobs K` each API
+returns (from a short ladder), the teacher-forcing method `run --teacher-force` would choose
+(run/forcing.py) tried on one tiny item, and the tokenizer and chat-template endpoints. What
+the server does not tell (its KV cache type, its attention backend, its version) is named as
+`--setup` keys to state. Nothing here writes a file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kveval.run.client import ClientConfig, Connection, asked_k, make_client, send
+from kveval.run.endpoint import ServerInfo
+from kveval.run.forcing import LACKS, Method, Probe, select
+
+LADDER = (1, 5, 10, 20)  # --logprobs K tried, each as one one-token request
+CHECK_TIMEOUT_S = 5.0  # each request
+EMBEDDED_TIMEOUT_S = 60.0  # each request to the embedded engine: a CPU, its first answers cold
+HELLO = "The capital of France is"
+
+
+@dataclass(frozen=True)
+class Check:
+    """Everything `kveval check` reports; `runnable` is its exit status."""
+
+    endpoint: str
+    models: list[str]
+    model: str | None
+    fingerprint: dict[str, Any]
+    apis: dict[str, str | None] = field(default_factory=dict)  # api -> None (works) or why not
+    max_logprobs: dict[str, int | None] = field(default_factory=dict)  # api -> largest K seen
+    teacher_force: dict[str, Any] = field(default_factory=dict)
+    endpoints: dict[str, str | None] = field(default_factory=dict)  # tokenizer, chat template
+    setup_to_state: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def problems(self) -> list[str]:
+        """Why a rollout suite (completions and chat items) cannot run; empty: it can."""
+        if self.model is None:
+            return ["no model to run (the server lists several: pass --model)"]
+        return [f"{api} at temperature 0: {why}" for api, why in self.apis.items() if why]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"endpoint": self.endpoint, "models": self.models, "model": self.model,
+                "fingerprint": self.fingerprint, "apis": self.apis,
+                "max_logprobs": self.max_logprobs, "teacher_force": self.teacher_force,
+                "endpoints": self.endpoints, "setup_to_state": self.setup_to_state,
+                "runnable": not self.problems, "problems": self.problems,
+                "seconds": round(self.seconds, 2)}
+
+
+def summary(info: ServerInfo, model: str | None) -> dict[str, Any]:
+    """The fingerprint's parts a user reads: engine and version, KV cache, context length."""
+    fp = info.fingerprint
+    props, version, engine = _dict(fp, "props"), _dict(fp, "version"), _dict(fp, "engine")
+    cache = _dict(_dict(fp, "metrics"), "cache_config_info")
+    found = {
+        "engine": engine.get("engine") or _engine_name(fp),
+        "engine_version": (engine.get("engine_version") or version.get("version")
+                           or props.get("build_info")),
+        "kv_cache": engine.get("kv_cache_type") or cache.get("cache_dtype"),
+        "context_length": info.max_context(model) if model else None,
+    }
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _dict(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _engine_name(fp: dict[str, Any]) -> str | None:
+    if isinstance(fp.get("props"), dict) and "build_info" in fp["props"]:
+        return "llama.cpp llama-server"
+    if (fp.get("metrics") or {}).get("cache_config_info") is not None:
+        return "vLLM"
+    return None
+
+
+def setup_keys(found: dict[str, Any], embedded: bool) -> list[str]:
+    """`--setup` keys whose value the server did not tell."""
+    wanted = [key for key in ("kv_cache", "engine_version") if key not in found]
+    return wanted if embedded else [*wanted, "attention"]
+
+
+# ---------------------------------------------------------------- the requests
+
+
+def _body(api: str, model: str, k: int = 0) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "max_tokens": 1, "temperature": 0.0}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": HELLO}]
+        if k:
+            body.update({"logprobs": True, "top_logprobs": k})
+    else:
+        body["prompt"] = HELLO
+        if k:
+            body["logprobs"] = k
+    return body
+
+
+async def _api(conn: Connection, api: str, model: str) -> str | None:
+    reply = await send(conn, _body(api, model))
+    if reply.error is not None:
+        return reply.error
+    return None if reply.text is not None else "the answer held no text"
+
+
+async def _max_k(conn: Connection, api: str, model: str) -> int | None:
+    """The largest K of the ladder returned in full; None when none is."""
+    best = None
+    for k in LADDER:
+        body = _body(api, model, k)
+        reply = await send(conn, body)
+        lp = reply.logprobs
+        if reply.error or not lp or not lp["top_tokens"] or len(lp["top_tokens"][0]) < asked_k(
+                body):
+            break
+        best = k
+    return best
+
+
+async def _forced(conn: Connection, method: Method, base_url: str, model: str) -> str | None:
+    """One tiny completions item forced by the method; None when it works, else why not."""
+    from kveval.run.teacher import Context, plan_forced
+
+    run = _tiny_run(model)
+    ctx = Context(method, base_url, model, 5)
+    reply = await plan_forced(run, ctx).jobs[0].forced.probe(conn)
+    if reply.error is None and reply.logprobs and reply.logprobs["tokens"]:
+        return None
+    why = reply.error or "the reply held no log-probabilities"
+    return f"{why}; {LACKS}" if method.name == "echo" else why
+
+
+def _tiny_run(model: str) -> Any:
+    from pathlib import Path
+
+    from kveval.formats.records import ItemRecord, Run, RunHeader
+
+    header = RunHeader(label="check", endpoint="", model=model,
+                       tasks=[{"name": "check", "adapter": "prompts", "version": "1"}],
+                       sampling={}, concurrency=1, fingerprint={}, created="", kveval_version="")
+    item = ItemRecord(task="check", item_id="check/0", prompt_sha256="", status="ok",
+                      request={"prompt": HELLO}, output=" Paris.")
+    return Run(header, [item], Path("check"))
+
+
+async def _probe_all(config: ClientConfig, model: str, method: Method) -> dict[str, Any]:
+    conn = make_client(config)
+    try:
+        apis = {api: await _api(conn, api, model) for api in ("completions", "chat")}
+        ks = {api: (await _max_k(conn, api, model)) if apis[api] is None else None
+              for api in apis}
+        forced = await _forced(conn, method, config.base_url, model)
+    finally:
+        await conn.client.close()
+    return {"apis": apis, "max_logprobs": ks, "forced": forced}
+
+
+def check(base_url: str, label: str, info: ServerInfo, model: str | None,
+          api_key: str | None, embedded: bool = False) -> Check:
+    """Probe the server (already listed by `probe`); every request within CHECK_TIMEOUT_S."""
+    started = time.perf_counter()
+    found = summary(info, model)
+    if model is None:
+        return Check(label, info.model_ids, None, found,
+                     setup_to_state=setup_keys(found, embedded))
+    method = select(Probe(base_url, model, api_key), info.fingerprint, embedded)
+    if "engine" not in found and not method.server.startswith("unknown"):
+        found["engine"] = method.server
+    bound = EMBEDDED_TIMEOUT_S if embedded else CHECK_TIMEOUT_S
+    config = ClientConfig(base_url, api_key, bound, retries=0)
+    seen = asyncio.run(_probe_all(config, model, method))
+    forced = {"method": method.name if seen["forced"] is None else None,
+              "server": method.server, "chat_items": method.template,
+              "why_not": seen["forced"]}
+    endpoints = {"tokenizer": _tokenizer(method, embedded), "chat_template": method.template}
+    return Check(label, info.model_ids, model, found, seen["apis"], seen["max_logprobs"],
+                 forced, endpoints, setup_keys(found, embedded), time.perf_counter() - started)
+
+
+def _tokenizer(method: Method, embedded: bool) -> str | None:
+    if embedded:
+        return "llama-cpp-python /extras/tokenize"
+    return {"forced_decoding": "llama.cpp /tokenize", "sglang_generate": "SGLang /tokenize",
+            "prompt_logprobs": "vLLM /tokenize"}.get(method.name)
