@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 from llama_server import llama_server  # noqa: E402
 
 from kveval.formats.records import read_run  # noqa: E402
-from kveval.judge.kld import KldTable, kld_table, position_values  # noqa: E402
+from kveval.judge.divergence import position_values  # noqa: E402
+from kveval.judge.kld import KldTable, kld_table  # noqa: E402
 
 RUNS = (("f16-a", "f16"), ("f16-b", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"))
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from kveval.judge.kld import PositionValues, kld_table, position_values
+from kveval.judge.divergence import position_values
+from kveval.judge.kld import PositionValues, kld_table
 
 
 def llama_percentile(values: list[float], fraction: float) -> float:

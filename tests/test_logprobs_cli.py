@@ -345,3 +345,20 @@ def test_a_server_without_a_tokenizer_gets_echo_and_no_chat(routes: dict[str, An
         method = select(Probe(server.base_url, "m", None), {})
     assert method.name == "echo" and method.template is None
     assert "chat template" in chat_refusal(method) and "\n" not in chat_refusal(method)
+
+
+def test_compare_prints_divergence_as_llama_perplexity_does(
+        capsys: Any, three_runs: dict[str, Path]) -> None:
+    p = three_runs
+    args = ["compare", str(p["base"]), str(p["cand"]), "--noise", str(p["noise"])]
+    code, out, _ = kveval(capsys, *args, "--json")
+    div = json.loads(out)["tasks"][0]["divergence"]
+    kld = div["kld"]
+    assert code == 0 and kld["positions"] == div["positions"]
+    assert kld["kl_mean"]["value"] == pytest.approx(div["kl_mean"])
+    assert kld["same_top"]["value"] == pytest.approx(div["top1_agreement"])
+    assert kld["kl"]["max"] >= kld["kl"]["p99.9"] >= kld["kl"]["p99"] >= kld["kl"]["median"]
+    assert kld["capture_share"] == {"5": 0.71, "20": 0.86}
+    code, text, _ = kveval(capsys, *args)
+    assert "divergence as llama-perplexity --kl-divergence prints it" in text
+    assert "mean KL ± se" in text and "captures about 71% of it at K = 5" in text

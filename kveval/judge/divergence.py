@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from kveval.errors import RunFileError
+from kveval.judge.kld import KldTable, kld_table
 
 TINY = 1e-12  # a probability below what 4-decimal log-probabilities resolve
 
@@ -43,7 +44,19 @@ class Position:
 
     kl: float
     top1_same: bool
-    dlogp: float | None  # |change| of the baseline token's log-probability; None: unknown
+    p_base: float | None = None  # the baseline token's probability under the baseline
+    p_other: float | None = None  # ... and under the other run; None: not known there
+
+    @property
+    def same_top(self) -> bool:
+        return self.top1_same
+
+    @property
+    def dlogp(self) -> float | None:
+        """|change| of the baseline token's log-probability; None: unknown."""
+        if not self.p_base or not self.p_other:
+            return None
+        return abs(math.log(self.p_base) - math.log(self.p_other))
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,7 @@ class Divergence:
     dlogp_mean: float | None
     flip_margin_median: float | None  # over the items whose tokens differ somewhere
     flips: int  # items whose tokens differ
+    kld: KldTable | None = None  # llama-perplexity --kl-divergence's table of the positions
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,7 @@ def _top1(lp: Mapping[str, Any], i: int) -> str | None:
     return tops[0] if tops else None
 
 
-def _token_logprob(lp: Mapping[str, Any], i: int, token: str) -> float | None:
+def token_logprob(lp: Mapping[str, Any], i: int, token: str) -> float | None:
     if lp["tokens"][i] == token and lp["logprobs"][i] is not None:
         return float(lp["logprobs"][i])
     alternatives = dict(zip(lp["top_tokens"][i], lp["top_logprobs"][i], strict=False))
@@ -126,12 +140,19 @@ def compared_positions(base: Mapping[str, Any], other: Mapping[str, Any]) -> tup
 
 def position(base: Mapping[str, Any], other: Mapping[str, Any], i: int) -> Position:
     token = base["tokens"][i]
-    mine, theirs = _token_logprob(base, i, token), _token_logprob(other, i, token)
+    mine, theirs = token_logprob(base, i, token), token_logprob(other, i, token)
     return Position(
         kl=kl_topk(top_distribution(base, i), top_distribution(other, i)),
         top1_same=_top1(base, i) == _top1(other, i),
-        dlogp=None if mine is None or theirs is None else abs(mine - theirs),
+        p_base=None if mine is None else math.exp(mine),
+        p_other=None if theirs is None else math.exp(theirs),
     )
+
+
+def position_values(base: Mapping[str, Any], other: Mapping[str, Any]) -> list[Position]:
+    """One item's compared positions, as judge/kld.py's table takes them."""
+    count, _ = compared_positions(base, other)
+    return [position(base, other, i) for i in range(count)]
 
 
 def margin(lp: Mapping[str, Any], i: int) -> float | None:
@@ -171,6 +192,7 @@ def summarize(items: Sequence[ItemDivergence]) -> Divergence:
         dlogp_mean=_mean([p.dlogp for p in positions if p.dlogp is not None]),
         flip_margin_median=float(np.median(margins)) if margins else None,
         flips=sum(i.flip_margin is not None for i in items),
+        kld=kld_table(positions) if positions else None,
     )
 
 

@@ -16,6 +16,8 @@ from kveval.judge.divergence import Divergence, TaskDivergence
 from kveval.judge.verdict import Examined
 from kveval.safe import one_line
 from kveval.show.blocks import Block, Heading, Table
+from kveval.show.kld_view import CAPTURE_NOTE, kld_block, kld_json
+from kveval.show.kld_view import row as kld_row
 from kveval.show.words import check_result, pct, testable
 
 ESTIMATOR = ("KL(baseline || run) per token, over the tokens in both top-K sets plus one "
@@ -93,6 +95,11 @@ def divergence_blocks(ex: Examined) -> list[Block]:
                            divergence_table(tasks, candidate, noises)]
     blocks += [f"{t.task} divergence: {kl_sentence(t, candidate, noises, *kl_check(ex, t.task))}"
                for t in tasks]
+    table = kld_block([kld_row(t.task, label, d) for t in tasks
+                       for label, d in ((candidate, t.candidate),
+                                        *((n, dn) for dn, n in _noise_rows(t, noises)))])
+    blocks += [Heading("divergence as llama-perplexity --kl-divergence prints it"), table,
+               CAPTURE_NOTE] if table else []
     return blocks + [f"KL: {ESTIMATOR}; flip margin: the baseline's top-1 minus top-2 "
                      "log-probability where the tokens first differ (median, items)"]
 
@@ -102,7 +109,8 @@ def summary_json(d: Divergence | None) -> dict[str, Any] | None:
         return None
     return {"kl_mean": d.kl_mean, "kl_p99": d.kl_p99, "top1_agreement": d.top1_agreement,
             "dlogp_mean": d.dlogp_mean, "flip_margin_median": d.flip_margin_median,
-            "positions": d.positions, "items": d.items, "flips": d.flips}
+            "positions": d.positions, "items": d.items, "flips": d.flips,
+            "kld": kld_json(d.kld)}
 
 
 def task_json(t: TaskDivergence, candidate: str, noises: Sequence[str],
