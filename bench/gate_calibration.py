@@ -31,6 +31,7 @@ gate's defaults and, in "A/A --max-kl 0", with divergence among the checks too):
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -215,15 +216,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--power-reps", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="0.25 and 1.0 only, 1-2 noise runs")
+    parser.add_argument("--jobs", type=int, default=1, help="processes, one cell each")
     args = parser.parse_args(argv)
     spreads = (0.25, 1.0) if args.quick else SPREADS
     noise = (1, 2) if args.quick else NOISE_RUNS
     started = time.perf_counter()
-    rows = []
-    for k in noise:
-        for sd in spreads:
-            cells = [cell(k, sd, s, args) for s in SCENARIOS]
-            rows.append((str(k), f"{sd:g}", *cells))
+    grid = [(k, sd, s) for k in noise for sd in spreads for s in SCENARIOS]
+    with multiprocessing.Pool(args.jobs) as pool:
+        found = pool.starmap(cell, [(k, sd, s, args) for k, sd, s in grid])
+    cells = dict(zip(grid, found, strict=True))
+    rows = [(str(k), f"{sd:g}", *(cells[k, sd, s] for s in SCENARIOS))
+            for k in noise for sd in spreads]
     print(f"whole gate, rollout suite sizes, alpha {ALPHA}; {args.reps} replicates per A/A "
           f"cell, {args.power_reps or args.reps} per power cell (A/A: any task failed; kl x3: "
           f"any task failed with --max-kl 0; else: the task named failed)")

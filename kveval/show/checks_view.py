@@ -42,15 +42,21 @@ def check_lines(ex: Examined, accuracy: bool = True) -> list[Block]:
     return lines
 
 
-def warnings_sentence(warnings: Sequence[Check]) -> str:
+def warnings_sentence(ex: Examined) -> str:
     """Divergence beyond the noise floor without --max-kl: stated, never deciding."""
-    shown = [c for c in warnings if c.alarmed]
+    shown = [c for c in ex.warnings if c.alarmed]
     if not shown:
         return ""
     worst = max(c.adjusted_p for c in shown)
+    assumed = ("; with fewer than three noise runs the restarts' own spread of KL is assumed"
+               if len(ex.comparison.noises) < 3 else "")
     return (f"next-token distributions moved beyond the noise floor in "
-            f"{', '.join(c.task for c in shown)} (Holm-adjusted {p_text(worst)})")
+            f"{', '.join(c.task for c in shown)} (Holm-adjusted {p_text(worst)}{assumed})")
 
 
-def calibration_note(noise_runs: int) -> str | None:
-    return false_alarm_note(noise_runs)
+def calibration_notes(noise_runs: int, max_kl: bool) -> list[str]:
+    """What the simulation measured for a gate with this few noise runs, where it exceeds
+    the declared level: the defaults' checks, and with --max-kl divergence's."""
+    notes = [false_alarm_note(noise_runs)] + ([false_alarm_note(noise_runs, True)] if max_kl
+                                              else [])
+    return [n for n in notes if n]

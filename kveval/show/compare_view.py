@@ -111,7 +111,7 @@ def compare_blocks(setup: Setup | None, ex: Examined) -> list[Block]:
     blocks += [drift_table(c), *task_lines(ex)]
     blocks += [Heading("collapse"), collapse_table(c), REPETITION_NOTE, *check_lines(ex)]
     blocks += headed(ex.curves, ex.checks) + divergence_blocks(ex)
-    warned = warnings_sentence(ex.warnings)
+    warned = warnings_sentence(ex)
     blocks += [f"divergence: {warned}"] if warned else []
     blocks += [Heading("checks"), checks_table(ex.checks), *detectable_lines(ex)]
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))

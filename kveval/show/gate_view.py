@@ -8,7 +8,7 @@ from kveval.judge.checks import first
 from kveval.judge.verdict import Examined, GateReport, TaskDecision
 from kveval.show.blocks import Block, Heading, Note, Table
 from kveval.show.checks_view import (
-    calibration_note,
+    calibration_notes,
     check_lines,
     checks_table,
     warnings_sentence,
@@ -127,7 +127,7 @@ def gate_summary(r: GateReport) -> str:
     unjudged = [d.task for d in r.decisions if d.status == "cannot judge"]
     skipped = [d.task for d in r.decisions if d.skipped]
     extra = f"; skipped {', '.join(skipped)}" if skipped else ""
-    warned = warnings_sentence(ex.warnings)
+    warned = warnings_sentence(ex)
     failed = _failures(r)
     if failed:
         more = f"; cannot judge {', '.join(unjudged)}" if unjudged else ""
@@ -181,6 +181,5 @@ def gate_blocks(r: GateReport) -> list[Block]:
     blocks += headed(ex.curves, ex.checks)
     blocks += divergence_blocks(ex)
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
-    note = calibration_note(len(c.noises))
-    blocks += [Note(note)] if note else []
+    blocks += [Note(n) for n in calibration_notes(len(c.noises), ex.family.max_kl is not None)]
     return blocks + [gate_summary(r)]

@@ -162,7 +162,7 @@ def family_json(ex: Examined) -> dict[str, Any]:
     return {"alpha": ex.family.alpha, "checks": [check_json(c) for c in ex.checks],
             "family_size": testable(ex.checks),
             "warnings": [check_json(c) for c in ex.warnings if c.alarmed],
-            "warning": warnings_sentence(ex.warnings) or None}
+            "warning": warnings_sentence(ex) or None}
 
 
 def compare_json(setup: Setup | None, ex: Examined) -> dict[str, Any]:
