@@ -2,9 +2,9 @@
 points, flip rates of 2.5%, 6% and 25%.
 
 For each cell, plan's power functions (kveval/judge/detect.py) give the items a loss needs
-at 80% power with the gate's level for a GSM8K-only suite (its accuracy, truncated and empty
-checks: alpha / 3); the gate (kveval/judge/decide.py, the same code `kveval gate` runs) then
-judges that many simulated items: a baseline and a candidate whose answers flip either way
+at 80% power with the gate's level for a GSM8K-only suite (accuracy's first Holm step beside
+truncated and empty: alpha times its weight 5 over the family's 7); the gate
+(kveval/judge/decide.py, the same code `kveval gate` runs) then judges that many simulated items: a baseline and a candidate whose answers flip either way
 with the given rate and lose the given points, with truncated and empty answers at GSM8K's
 rates. The simulated share of rollouts that fail GSM8K should be 80% within its Monte Carlo
 error (about 1.6 points at 600 replicates).
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kveval.judge.accuracy import PairedComparison, accuracy
-from kveval.judge.checks import ALPHA
+from kveval.judge.checks import ALPHA, PRIMARY_WEIGHT, TASK_WEIGHT
 from kveval.judge.decide import Options, TaskEvidence, decide
 from kveval.judge.detect import items_for_loss, mcnemar_power
 from kveval.judge.floor import own_count_test
@@ -29,7 +29,7 @@ from kveval.judge.stats import mcnemar_exact, paired_difference_ci, paired_table
 LOSSES = (2.0, 3.0, 5.0)
 FLIPS = (0.025, 0.06, 0.25)
 ACCURACY = 0.6
-CHECKS = 3  # accuracy, truncated, empty
+LEVEL = ALPHA * PRIMARY_WEIGHT / TASK_WEIGHT  # accuracy's first step beside truncated, empty
 TRUNCATE, EMPTY = 0.024, 0.003
 
 
@@ -61,7 +61,7 @@ def simulated_power(n: int, flips: float, loss: float, reps: int, seed: int) -> 
 
 
 def rows(reps: int, seed: int) -> list[tuple[str, ...]]:
-    level = ALPHA / CHECKS
+    level = LEVEL
     found = []
     for loss in LOSSES:
         for flips in FLIPS:
@@ -80,7 +80,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     header = ("loss (points)", "flip rate", "plan: items needed", "plan: power",
               "gate simulated: power")
-    print(f"GSM8K alone, alpha {ALPHA} over {CHECKS} checks, {args.reps} replicates per cell")
+    print(f"GSM8K alone, alpha {ALPHA}: accuracy at {LEVEL:.3g} (weight {PRIMARY_WEIGHT:g} of "
+          f"{TASK_WEIGHT:g}, beside truncated and empty), {args.reps} replicates per cell")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows(args.reps, args.seed):

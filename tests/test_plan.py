@@ -36,9 +36,9 @@ def test_power_grows_with_items_and_loss_and_is_exact_at_the_extremes():
 @pytest.mark.parametrize("loss, flips", [(3.0, 0.06), (5.0, 0.025)])
 def test_plan_agrees_with_the_gate_simulated(loss, flips):
     sys.path.insert(0, str(ROOT))
-    from bench.plan_agreement import CHECKS, simulated_power
+    from bench.plan_agreement import LEVEL, simulated_power
 
-    level = 0.05 / CHECKS
+    level = LEVEL
     n = items_for_loss(loss / 100, flips, level)
     assert n is not None
     predicted = mcnemar_power(n, flips, loss / 100, level)

@@ -24,7 +24,7 @@ ALPHA = 0.05  # the default family-wise level (--alpha)
 KINDS = ("accuracy", "drift", "truncated", "empty", "length", "lengths", "recovery",
          "divergence")
 PRIMARY = ("accuracy", "drift")
-PRIMARY_WEIGHT = 3.0
+PRIMARY_WEIGHT = 5.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,29 @@ def holm(p_values: Sequence[float], weights: Sequence[float] | None = None) -> l
         adjusted[i] = running
         left -= w[i]
     return adjusted
+
+
+@dataclass(frozen=True)
+class Levels:
+    """The level one check must reach on its own in the family (Holm's first step): alpha
+    times its weight over the weight of the testable checks. A task's verdict check gets
+    `primary`, every other check `other`."""
+
+    primary: float
+    other: float
+
+    def of(self, kind: str) -> float:
+        return self.primary if kind in PRIMARY else self.other
+
+
+TASK_WEIGHT = PRIMARY_WEIGHT + 2  # a task's usual checks: its verdict, truncated, empty
+
+
+def first_step_levels(checks: Sequence[Check], alpha: float = ALPHA,
+                      least: float = PRIMARY_WEIGHT) -> Levels:
+    """The family's first-step levels, its weight counted as at least `least`."""
+    total = max(sum(c.weight for c in checks if c.testable), least)
+    return Levels(alpha * PRIMARY_WEIGHT / total, alpha / total)
 
 
 def adjust(checks: Sequence[Check], alpha: float = ALPHA) -> tuple[Check, ...]:

@@ -17,8 +17,9 @@ Divergence: the shift of the candidate's per-item KL that the permutation within
 normal form: the per-item spread of the runs) and the run-by-run test each reach with
 probability 0.8 at level a; the larger.
 
-The level a is the family's: alpha over the number of testable checks (Holm's first step),
-so a detectable figure never promises more than the whole gate delivers.
+The level a is the family's first step (judge/checks.py Levels): alpha times the check's weight
+over the weight of the testable checks, so a detectable figure never promises more than the
+whole gate delivers.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kveval.judge.checks import Levels
 from kveval.judge.divergence import KlTest
 from kveval.judge.floor import ASSUMED_SPREAD, CountTest, counting_variance, logit_share
 from kveval.judge.stats import PairedTable
@@ -185,19 +187,19 @@ def of_divergence(test: KlTest, level: float) -> Detectable:
                       detectable_shift(test.item_spread, test.noise_means, level), test.items)
 
 
-def task_detectable(e: object, level: float) -> tuple[Detectable, ...]:
-    """Each tested figure of a task's evidence (judge/decide.py TaskEvidence), at the level."""
+def task_detectable(e: object, levels: Levels) -> tuple[Detectable, ...]:
+    """Each tested figure of a task's evidence (judge/decide.py TaskEvidence), each at its first-step level."""
     found = []
     accuracy = getattr(e, "accuracy", None)
     if accuracy is not None:
-        found.append(of_accuracy(accuracy.decisive.table, level))
+        found.append(of_accuracy(accuracy.decisive.table, levels.primary))
     elif getattr(e, "changed", None) is not None:
-        found.append(of_count("drift", e.changed, level))  # type: ignore[attr-defined]
+        found.append(of_count("drift", e.changed, levels.primary))  # type: ignore[attr-defined]
     for kind in ("truncated", "empty"):
         test = getattr(e, kind, None)
         if test is not None:
-            found.append(of_count(kind, test, level))
+            found.append(of_count(kind, test, levels.other))
     divergence = getattr(e, "divergence", None)
     if divergence is not None and divergence.items:
-        found.append(of_divergence(divergence, level))
+        found.append(of_divergence(divergence, levels.other))
     return tuple(found)

@@ -4,9 +4,9 @@ a given change with a given power, and the change it can catch at the pilot's si
 A pilot is a baseline run, optionally noise runs and a candidate. Its own figures set the
 plan: the share of answers that flip between runs (baseline against the candidate, else
 against the noise runs), each count's rate and the runs' spread (measured with two noise
-runs, else assumed as the gate assumes it), each divergence's per-item spread. The level is
-the gate's: alpha over the checks the family will hold (at least one per task). The power
-functions are those the gate's detectable figures use (judge/detect.py), so a plan and the
+runs, else assumed as the gate assumes it), each divergence's per-item spread. The levels are
+the gate's first step (judge/checks.py Levels), the family counted as at least a verdict
+check, truncated and empty per task, as the full runs will hold. The power functions are those the gate's detectable figures use (judge/detect.py), so a plan and the
 verdict it leads to speak of the same test; bench/gate_calibration.py checks them against the
 whole gate simulated.
 """
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kveval.judge.checks import TASK_WEIGHT, Levels, first_step_levels
 from kveval.judge.compare import Side
 from kveval.judge.decide import TaskEvidence
 from kveval.judge.detect import (
@@ -130,7 +131,7 @@ def divergence_plan(task: str, items: int, item_spread: float, noise_means: Sequ
 @dataclass(frozen=True)
 class Plan:
     tasks: tuple[TaskPlan, ...]
-    level: float
+    levels: Levels
     noise_runs: int  # in the pilot
     flip_source: str  # what the flip rates were measured against
     targets: Targets
@@ -151,29 +152,29 @@ def plan(base: Side, noises: Sequence[Side] = (), cand: Side | None = None,
     """Every task's plan from a pilot."""
     other, pool, source = _pilot(base, noises, cand)
     ex = examine(base, other, pool, family=family or Family(alpha=targets.alpha))
-    level = targets.alpha / max(len(ex.evidence), sum(c.testable for c in ex.checks), 1)
+    levels = first_step_levels(ex.checks, targets.alpha, len(ex.evidence) * TASK_WEIGHT)
     found = []
     for e in ex.evidence:
-        found += _task_plans(e, len(noises), targets, level, (available or {}).get(e.task))
-    return Plan(tuple(found), level, len(noises), source, targets)
+        found += _task_plans(e, len(noises), targets, levels, (available or {}).get(e.task))
+    return Plan(tuple(found), levels, len(noises), source, targets)
 
 
-def _task_plans(e: TaskEvidence, noise_runs: int, targets: Targets, level: float,
+def _task_plans(e: TaskEvidence, noise_runs: int, targets: Targets, levels: Levels,
                 available: int | None) -> list[TaskPlan]:
     if e.skipped or e.missing:
         return []
     found = []
     if e.accuracy is not None:
         found.append(accuracy_plan(e.task, e.accuracy.decisive.table, available, targets,
-                                   level))
+                                   levels.primary))
     elif e.changed is not None:
         t = e.changed
         spread = (float(np.std([logit_share(q, t.items) for q in t.figures], ddof=1))
                   if t.spread_measured else ASSUMED_SPREAD)
         found.append(drift_plan(e.task, t.items, float(np.mean(t.figures)), spread, noise_runs,
-                                targets, level))
+                                targets, levels.primary))
     if e.divergence is not None and e.divergence.items:
         d = divergence_plan(e.task, e.divergence.items, e.divergence.item_spread,
-                            e.divergence.noise_means, targets, level)
+                            e.divergence.noise_means, targets, levels.other)
         found += [d] if d else []
     return found

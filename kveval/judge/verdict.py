@@ -29,7 +29,7 @@ from kveval.judge.accuracy import (
     score_side,
     with_worst_case,
 )
-from kveval.judge.checks import ALPHA, Check
+from kveval.judge.checks import ALPHA, Check, Levels, first_step_levels
 from kveval.judge.compare import Comparison, Side, TaskDrift, compare_sides
 from kveval.judge.curves import Curve, CurveOptions, task_curves
 from kveval.judge.decide import (
@@ -89,9 +89,9 @@ class Examined:
     detectable: dict[str, tuple[Detectable, ...]] = field(default_factory=dict)  # by task
 
     @property
-    def level(self) -> float:
-        """The level one check must reach on its own in the family (Holm's first step)."""
-        return self.family.alpha / max(1, sum(c.testable for c in self.checks))
+    def levels(self) -> Levels:
+        """The levels one check must reach on its own in the family (Holm's first step)."""
+        return first_step_levels(self.checks, self.family.alpha)
 
 
 def check_skip(base: Side, skip: Sequence[str]) -> None:
@@ -193,8 +193,8 @@ def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequen
     options = Options(alpha=family.alpha, max_kl=family.max_kl,
                       min_recovery=family.min_recovery)
     checks, _ = decide(evidence, options)
-    level = family.alpha / max(1, sum(c.testable for c in checks))
-    seen = {e.task: task_detectable(e, level) for e in evidence if not e.skipped and not e.missing}
+    levels = first_step_levels(checks, family.alpha)
+    seen = {e.task: task_detectable(e, levels) for e in evidence if not e.skipped and not e.missing}
     return Examined(comparison, judged, curves, divergences, evidence, checks,
                     warnings_family(evidence, options), family, seen)
 

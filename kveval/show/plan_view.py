@@ -60,8 +60,9 @@ def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
     t = plan.targets
     head = (f"kveval plan: catch a loss of {t.detect:g} points, {t.detect_drift:g}% extra drift"
             + (f", {t.detect_kl:g} nats of KL" if t.detect_kl else "")
-            + f" with {100 * t.power:.0f}% power; each check at {plan.level:.2g} "
-              f"(alpha {t.alpha:g} over the family); flips measured: {plan.flip_source}")
+            + f" with {100 * t.power:.0f}% power; accuracy and drift each at "
+              f"{plan.levels.primary:.2g}, divergence at {plan.levels.other:.2g} (alpha "
+              f"{t.alpha:g} over the family); flips measured: {plan.flip_source}")
     blocks: list[Block] = [Heading("kveval plan"), head,
                            Table(("task", "check", "pilot items", "flip rate", "catches now",
                                   "items needed", "data has", "best it can do",
@@ -78,7 +79,7 @@ def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
 def plan_json(plan: Plan, commands: Sequence[str]) -> dict[str, Any]:
     t = plan.targets
     return {
-        "command": "plan", "level": plan.level, "alpha": t.alpha, "power": t.power,
+        "command": "plan", "level": plan.levels.primary, "level_other": plan.levels.other, "alpha": t.alpha, "power": t.power,
         "detect": t.detect, "detect_drift": t.detect_drift, "detect_kl": t.detect_kl,
         "noise_runs": plan.noise_runs, "flips_measured": plan.flip_source,
         "tasks": [{"task": p.task, "check": p.kind, "unit": UNITS[p.kind], "items": p.items,

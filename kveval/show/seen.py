@@ -51,7 +51,8 @@ def detectable_json(d: Detectable) -> dict[str, Any]:
 
 def attach(data: dict[str, Any], ex: Examined) -> dict[str, Any]:
     """Each task entry of a verdict JSON gains `detectable`: {kind: {...}}, and the level."""
-    data["detect_level"] = ex.level
+    data["detect_level"] = ex.levels.primary  # accuracy or drift
+    data["detect_level_other"] = ex.levels.other  # truncated, empty, divergence
     for entry in data.get("tasks", []):
         found = ex.detectable.get(entry.get("task"), ())
         entry["detectable"] = {d.kind: detectable_json(d) for d in found}
