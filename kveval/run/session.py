@@ -266,7 +266,7 @@ def run_session(opts: RunOptions) -> int:
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
               wall_s: float, order: Sequence[str] = ()) -> int:
-    from kveval.show.summary import render_run_summary
+    from kveval.run.summary import render_run_summary
 
     click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output),
                                   order=order))
