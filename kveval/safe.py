@@ -1,13 +1,13 @@
 """Untrusted text made safe to show or keep: URLs without credentials, terminal text without
-control sequences, Markdown with its syntax escaped. Every string that came from a server or a
-file passes through here before a terminal or a Markdown block; JSON output stays as it is
-(json.dumps escapes it already). No kveval imports: every part of the package may use it.
+control sequences, Markdown with its syntax escaped (secrets are masked by kveval/masking.py).
+Every string that came from a server or a file passes through here before a terminal or a
+Markdown block; JSON output stays as it is (json.dumps escapes it already).
+No kveval imports: every part of the package may use it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), DCS/SOS/PM/APC (ESC P|X|^|_ ... ST), and
@@ -39,15 +39,6 @@ def markdown(text: str) -> str:
     table cell break or raw HTML can be injected through it. Control characters go too."""
     escaped = terminal(text).replace("&", "&amp;").replace("<", "&lt;")
     return _MARKDOWN.sub(r"\\\1", escaped)
-
-
-def mask(text: str, secrets: Iterable[str | None]) -> str:
-    """`text` with every secret (an API key, a password) replaced by `***`; secrets shorter
-    than four characters are left alone, they would mask ordinary words."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
 
 
 def redact_url(url: str) -> str:

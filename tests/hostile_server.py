@@ -3,6 +3,8 @@ hostile servers do, one mode at a time, and records what it was sent.
 
 Modes (`HostileServer(mode)`):
   echo_key      completion requests fail with HTTP 400 whose body quotes the Authorization header
+  echo_key_5xx  the same with HTTP 500 (retried, then an error item on file)
+  echo_decoded  HTTP 500 quoting the Authorization header with Basic credentials decoded
   redirect      every request is redirected (307) to `target`, another origin
   record        an ordinary server that records every request's headers (a redirect's target)
   trickle_probe /metrics trickles one byte a second; everything else answers at once
@@ -15,6 +17,7 @@ Modes (`HostileServer(mode)`):
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -111,11 +114,18 @@ class HostileServer(LocalServer):
                     return
                 self._complete(body)
 
+            def _echo_key(self, mode: str) -> None:
+                auth = self.headers.get("Authorization") or ""
+                if mode == "echo_decoded" and auth.startswith("Basic "):
+                    auth = base64.b64decode(auth.split()[1]).decode()
+                message = f"invalid credentials: {auth}"
+                status = 400 if mode == "echo_key" else 500
+                self._send(status, json.dumps({"error": {"message": message}}).encode())
+
             def _complete(self, body: dict[str, Any]) -> None:
                 mode = server.mode
-                if mode == "echo_key":
-                    message = f"invalid credentials: {self.headers.get('Authorization')}"
-                    return self._send(400, json.dumps({"error": {"message": message}}).encode())
+                if mode in ("echo_key", "echo_key_5xx", "echo_decoded"):
+                    return self._echo_key(mode)
                 if mode == "invalid_json":
                     return self._send(200, b'{"choices": [{"text": "unterminated')
                 if mode == "wrong_types":

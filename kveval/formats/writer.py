@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kveval.errors import RunFileError
 from kveval.formats.records import ItemRecord, RunHeader, to_json
+from kveval.masking import mask
 
 
 class RunWriter:
@@ -33,7 +34,7 @@ class RunWriter:
         self.count = count  # items on file
 
     def append(self, item: ItemRecord) -> None:
-        data = (to_json(item) + "\n").encode("utf-8")
+        data = line(item)
         try:
             _write_all(self._fd, data)
         except OSError as exc:
@@ -52,6 +53,11 @@ class RunWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def line(record: RunHeader | ItemRecord) -> bytes:
+    """A record's line as written: the run's secrets masked (kveval/masking.py)."""
+    return (mask(to_json(record)) + "\n").encode("utf-8")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -125,9 +131,9 @@ def _write_new(tmp: Path, header: RunHeader, keep: Iterable[ItemRecord], mode: i
     with os.fdopen(fd, "wb") as fh:
         if mode is not None:
             os.fchmod(fh.fileno(), mode)
-        fh.write((to_json(header) + "\n").encode("utf-8"))
+        fh.write(line(header))
         for item in keep:
-            fh.write((to_json(item) + "\n").encode("utf-8"))
+            fh.write(line(item))
             count += 1
         fh.flush()
         os.fsync(fh.fileno())

@@ -11,13 +11,13 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 from kveval.adapters.base import Item, TaskSpec
 from kveval.errors import UsageError
+from kveval.masking import forms, mask
 from kveval.run.failures import backoff, classify
 from kveval.run.logprobs import answer_logprobs, compact, request_keys
-from kveval.safe import mask, one_line, redact_url
+from kveval.safe import one_line, redact_url
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -32,9 +32,9 @@ class ClientConfig:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """What must never be written or printed: the key and the URL's password."""
-        password = urlsplit(self.base_url).password
-        return tuple(s for s in (self.api_key, password and unquote(password), password) if s)
+        """What must never be written or printed: the key and the URL's credentials, in
+        every form a server can echo them (kveval/masking.py)."""
+        return forms(self.api_key, self.base_url)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,10 @@ from typing import Any
 
 from kveval.adapters.base import Item
 from kveval.errors import RunFileError, UsageError
+from kveval.formats.reader import parse_header
 from kveval.formats.records import ItemRecord, Run, RunHeader, read_run, stable
-from kveval.formats.writer import RunWriter, create_run, refuse_existing, reopen_run
+from kveval.formats.writer import RunWriter, create_run, line, refuse_existing, reopen_run
+from kveval.masking import registered
 
 Key = tuple[str, str]
 
@@ -92,9 +94,15 @@ def answered_keys(old: Run | None, header: RunHeader, items: Sequence[Item]) -> 
     """Resume: the items the existing file already answered, for the same prompt."""
     if old is None:
         return set()
-    check_resumable(old.header, header, old.path)
+    check_resumable(old.header, as_written(header), old.path)
     check_scope(old, items)
     return {r.key for r in old.items if r.ok}
+
+
+def as_written(header: RunHeader) -> RunHeader:
+    """The header as a run file holds it: the run's secrets masked (a server that lists the
+    key as its model id leaves `***` on file)."""
+    return parse_header(line(header), Path("<header>")) if registered() else header
 
 
 def kept_items(old: Run | None, done: set[Key]) -> list[ItemRecord]:
