@@ -13,14 +13,16 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import click
 
-from kveval import __version__
+from kveval import __version__, masking
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import BuildContext, Item, TaskSpec
-from kveval.errors import EXIT_OK, EXIT_REGRESSION, UsageError
+from kveval.errors import EXIT_OK, EXIT_REGRESSION, DataError, UsageError
+from kveval.formats.limits import check_input
 from kveval.formats.records import ItemRecord, Run, RunHeader
 from kveval.formats.writer import check_writable
 from kveval.run.client import ClientConfig
@@ -99,6 +101,7 @@ def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
     if spec.adapter == "prompts":
         if not spec.data:
             raise UsageError("the prompts task needs a prompt file: --prompts FILE")
+        check_input(Path(spec.data).expanduser(), error=DataError)  # a FIFO would block
         prompts = data.load_prompts(spec.data)
         return prompts, prompts.source
     return None, None
@@ -244,6 +247,7 @@ def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job
 
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
+    masking.register(masking.forms(api_key(), opts.endpoint))  # never printed nor written
     if opts.teacher_force:
         return run_forced(opts, started)
     old = existing_run(opts.output, opts.resume, opts.overwrite)
