@@ -8,6 +8,7 @@ No kveval imports: every part of the package may use it.
 from __future__ import annotations
 
 import re
+import unicodedata
 from urllib.parse import urlsplit, urlunsplit
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), DCS/SOS/PM/APC (ESC P|X|^|_ ... ST), and
@@ -27,6 +28,60 @@ _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 def terminal(text: str) -> str:
     """`text` without escape sequences and control characters (newline and tab are kept)."""
     return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+_ZWJ = "\u200d"
+_REGIONAL = range(0x1F1E6, 0x1F200)  # flag letters: a flag is a pair of them
+
+
+def _extends(char: str) -> bool:
+    """A character that belongs to the cluster before it: a combining mark, a variation
+    selector, an emoji skin-tone modifier or tag, a zero-width joiner."""
+    code = ord(char)
+    return (unicodedata.combining(char) != 0 or unicodedata.category(char) in ("Mn", "Me", "Mc")
+            or 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+            or 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F or char == _ZWJ)
+
+
+def _cluster_end(text: str, start: int) -> int:
+    """The end of the character cluster that starts at `start`."""
+    end = start + 1
+    if text[start:end + 1] == "\r\n":
+        return end + 1
+    if ord(text[start]) in _REGIONAL and end < len(text) and ord(text[end]) in _REGIONAL:
+        end += 1
+    while end < len(text) and _extends(text[end]):
+        end += 2 if text[end] == _ZWJ and end + 1 < len(text) else 1
+    return end
+
+
+def units(text: str) -> list[tuple[int, int, bool]]:
+    """`text` as (start, end, visible) units: each escape sequence or control character
+    whole (invisible), each character cluster whole."""
+    found, at = [], 0
+    while at < len(text):
+        match = _ESCAPES.match(text, at) or _CONTROLS.match(text, at)
+        if match and match.end() > at:
+            found.append((at, match.end(), False))
+            at = match.end()
+            continue
+        end = _cluster_end(text, at)
+        found.append((at, end, True))
+        at = end
+    return found
+
+
+def unit_at(text: str, at: int) -> tuple[int, int]:
+    """The span to mark for a difference at character `at`: the unit holding it, never
+    part of an escape sequence or of a cluster, and up to the next visible character when
+    that unit shows nothing (`<mark></mark>[31mRED` cannot happen)."""
+    span: tuple[int, int] | None = None
+    for start, end, visible in units(text):
+        if span is None and end > at:
+            span = (start, end)
+        if span is not None and visible:
+            return span[0], end
+    return span if span is not None else (len(text), len(text))
 
 
 def one_line(text: str) -> str:
