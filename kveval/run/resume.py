@@ -14,6 +14,7 @@ from typing import Any
 
 from kveval.adapters.base import Item
 from kveval.errors import RunFileError, UsageError
+from kveval.formats import lock
 from kveval.formats.reader import parse_header
 from kveval.formats.records import ItemRecord, Run, RunHeader, read_run, stable
 from kveval.formats.writer import RunWriter, create_run, line, refuse_existing, reopen_run
@@ -124,4 +125,6 @@ def existing_run(output: Path, resume: bool, overwrite: bool) -> Run | None:
         refuse_existing(output)
     if output.is_dir():
         raise UsageError(f"{output}: is a folder; -o wants a file")
+    if output.exists():
+        lock.refuse_busy(output)  # another run writes it now
     return read_run(output) if resume and output.exists() else None

@@ -24,7 +24,7 @@ from kveval.adapters.base import BuildContext, Item, TaskSpec
 from kveval.errors import EXIT_OK, EXIT_REGRESSION, DataError, UsageError
 from kveval.formats.limits import check_input
 from kveval.formats.records import ItemRecord, Run, RunHeader
-from kveval.formats.writer import check_writable
+from kveval.formats.writer import check_writable, refuse_inputs
 from kveval.run.client import ClientConfig
 from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
@@ -216,6 +216,7 @@ def run_forced(opts: RunOptions, started: float) -> int:
     """--teacher-force BASE: the baseline's own answers, scored under this server."""
     from kveval.run import teacher
 
+    refuse_inputs(opts.output, [opts.teacher_force, opts.engine.get("model_path")])
     baseline = teacher.load_baseline(str(opts.teacher_force))
     old = existing_run(opts.output, opts.resume, opts.overwrite)
     check_writable(opts.output)
@@ -253,6 +254,8 @@ def run_session(opts: RunOptions) -> int:
     old = existing_run(opts.output, opts.resume, opts.overwrite)
     check_writable(opts.output)
     resolved = resolve(opts)
+    refuse_inputs(opts.output, [opts.suite, opts.engine.get("model_path"),
+                                *(spec.data for spec in resolved.specs)])
     loaded, sources = {}, {}
     for spec in resolved.specs:
         loaded[spec.name], sources[spec.name] = load_task_data(spec)
