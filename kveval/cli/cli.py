@@ -16,8 +16,9 @@ from kveval.cli.demo import demo
 from kveval.cli.report import report
 from kveval.cli.run import run, tasks
 from kveval.cli.verdicts import compare, gate, score
-from kveval.errors import EXIT_INPUT, KvevalError
+from kveval.errors import EXIT_INPUT, Interrupted, KvevalError
 from kveval.masking import forget, mask
+from kveval.run.interrupt import terminated
 from kveval.safe import one_line
 
 
@@ -46,11 +47,12 @@ def main(argv: list[str] | None = None) -> None:
     except KvevalError as exc:
         # Messages quote servers and files: no control character and no secret of the run
         # reaches the terminal.
-        click.echo(f"kveval: error: {mask(one_line(str(exc)))}", err=True)
+        kind = "" if isinstance(exc, Interrupted) else "error: "
+        click.echo(f"kveval: {kind}{mask(one_line(str(exc)))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("kveval: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(143 if terminated() else 130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code if exc.exit_code else EXIT_INPUT)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kveval.adapters.base import Item, TaskSpec
 from kveval.errors import UsageError
+from kveval.formats.limits import DEPTH_MESSAGE, too_deep
 from kveval.masking import forms, mask
 from kveval.run.failures import backoff, classify
 from kveval.run.logprobs import answer_logprobs, compact, request_keys
@@ -80,11 +82,32 @@ OWNED_KEYS: dict[str, str] = {
 
 
 def check_extra_body(extra: dict[str, Any], where: str) -> None:
-    """Raise UsageError when `extra` sets a key that kveval owns."""
+    """Raise UsageError when `extra` sets a key that kveval owns, or holds what no JSON
+    body can carry (NaN, an infinity such as 1e999) or nests past the cap."""
     for key in extra:
         if key in OWNED_KEYS:
             raise UsageError(f"{where} cannot set {key!r}: kveval sets it and records it; "
                              f"use {OWNED_KEYS[key]}")
+    if too_deep(extra):
+        raise UsageError(f"{where}: {DEPTH_MESSAGE}")
+    bad = _not_finite(extra)
+    if bad is not None:
+        raise UsageError(f"{where}: {bad[0]} is {bad[1]}, which JSON cannot carry; a request "
+                         "body holds finite numbers only")
+
+
+def _not_finite(value: Any) -> tuple[str, float] | None:
+    """The first NaN or infinity in a JSON value, as (its path, the number)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return path.lstrip(".") or "the value", node
+        if isinstance(node, dict):
+            stack += [(f"{path}.{k}", v) for k, v in node.items()]
+        elif isinstance(node, list):
+            stack += [(f"{path}[{i}]", v) for i, v in enumerate(node)]
+    return None
 
 
 def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,

@@ -11,9 +11,11 @@ from typing import Any
 
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import Item, TaskSpec
+from kveval.errors import Interrupted
 from kveval.formats.records import ItemRecord
 from kveval.formats.writer import RunWriter
 from kveval.run.client import ClientConfig, Connection, Reply, build_request, make_client, send
+from kveval.run.interrupt import terminated
 
 Before = Callable[[Connection], Awaitable[None]]
 
@@ -117,7 +119,22 @@ def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
                 errors += 1
                 state["bar"].set_postfix(errors=errors, refresh=False)
 
-        asyncio.run(_execute(jobs, config, concurrency, on_record, before))
+        try:
+            asyncio.run(_execute(jobs, config, concurrency, on_record, before))
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/run.py): between two records
+            raise interrupted(state.get("writer")) from None
         if "writer" not in state:
             stack.enter_context(open_writer())
     return done
+
+
+def interrupted(writer: RunWriter | None) -> Interrupted:
+    """What a stopped run leaves: how many items its file holds, and how to go on."""
+    how = "SIGTERM" if terminated() else "Ctrl-C"
+    if writer is None:
+        return Interrupted(f"interrupted ({how}) before the run file was written; nothing "
+                           "on file changed", 143 if terminated() else 130)
+    return Interrupted(f"interrupted ({how}); {writer.path} is valid and holds "
+                       f"{writer.count} item(s); `kveval run ... --resume` continues it",
+                       143 if terminated() else 130)
+
