@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +29,7 @@ MAX_RUN_FILE_BYTES = 64 * GiB  # a run file, streamed line by line
 MAX_WHOLE_BYTES = 2 * GiB  # a file read whole: lm-eval logs, answer arrays, prompt files
 MAX_SUITE_BYTES = 16 * MiB  # a suite's TOML
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
 _KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISDIR, "a folder"))
@@ -143,11 +146,34 @@ DEPTH_MESSAGE = f"nested deeper than the cap of {MAX_DEPTH} levels"
 
 def loads(text: str | bytes, where: str, error: type[KvevalError] = RunFileError) -> Any:
     """json.loads with its nesting capped: deeper JSON is `error`, never a RecursionError
-    (json.JSONDecodeError stays the caller's to word)."""
+    (json.JSONDecodeError stays the caller's to word). The value comes back `writable`: a
+    lone surrogate could be neither printed nor written, NaN not written as JSON."""
     try:
         value = json.loads(text)
     except RecursionError:
         raise error(f"{where}: {DEPTH_MESSAGE}") from None
     if too_deep(value):
         raise error(f"{where}: {DEPTH_MESSAGE}")
-    return value
+    return writable(value, MAX_DEPTH + 1)
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate (JSON can escape one, UTF-8 cannot hold it) as U+FFFD."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def writable(value: Any, room: int = MAX_DEPTH - 8) -> Any:
+    """A JSON value from a server as kveval can write it and read it back: NaN and the
+    infinities (not JSON) as None, lone surrogates (not UTF-8) as U+FFFD, and anything
+    nested more than `room` levels deep as a note saying so."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return without_surrogates(value)
+    if not isinstance(value, (dict, list)):
+        return value
+    if room <= 0:
+        return f"({DEPTH_MESSAGE})"
+    if isinstance(value, list):
+        return [writable(v, room - 1) for v in value]
+    return {writable(k, room): writable(v, room - 1) for k, v in value.items()}

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kveval.errors import RunFileError
 from kveval.formats import lock
+from kveval.formats.limits import without_surrogates
 from kveval.formats.records import ItemRecord, RunHeader, to_json
 from kveval.masking import mask
 
@@ -57,8 +58,13 @@ class RunWriter:
 
 
 def line(record: RunHeader | ItemRecord) -> bytes:
-    """A record's line as written: the run's secrets masked (kveval/masking.py)."""
-    return (mask(to_json(record)) + "\n").encode("utf-8")
+    """A record's line as written: the run's secrets masked (kveval/masking.py); a lone
+    surrogate a server sent (valid JSON, not UTF-8) becomes U+FFFD, so the line reads back."""
+    text = mask(to_json(record)) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return without_surrogates(text).encode("utf-8")
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from kveval.adapters.base import Item, TaskSpec
 from kveval.errors import UsageError
-from kveval.formats.limits import DEPTH_MESSAGE, too_deep
+from kveval.formats.checks import logprobs_problem
+from kveval.formats.limits import DEPTH_MESSAGE, too_deep, writable
 from kveval.masking import forms, mask
 from kveval.run.failures import backoff, classify
 from kveval.run.logprobs import answer_logprobs, compact, request_keys
@@ -179,6 +180,7 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed response: {one_line(str(data))[:200]}")
     usage = data.get("usage")
+    usage = writable(usage) if isinstance(usage, dict) else None
     reason = choice.get("finish_reason")
     logprobs: dict[str, Any] | None = None
     try:
@@ -189,9 +191,12 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed log-probabilities: {one_line(str(exc))[:200]}")
+    problem = logprobs_problem(logprobs)  # what the reader would refuse is never written
+    if problem is not None:
+        return Reply(text=None, latency_s=latency_s,
+                     error=f"malformed log-probabilities: {one_line(problem)[:200]}")
     return Reply(text=text, finish_reason=reason if isinstance(reason, str) else None,
-                 usage=usage if isinstance(usage, dict) else None, latency_s=latency_s,
-                 logprobs=logprobs, reasoning=reasoning)
+                 usage=usage, latency_s=latency_s, logprobs=logprobs, reasoning=reasoning)
 
 
 def _forced(choice: Any, text: str, span: Span, k: int) -> dict[str, Any]:
