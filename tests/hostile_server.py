@@ -13,6 +13,8 @@ Modes (`HostileServer(mode)`):
   wrong_types   completion answers are HTTP 200 with choices[0].text = 12345
   hostile_text  model ids, answers and /props carry escape sequences, BEL, CR and Markdown
   echo_body     the answer is the request body it received, as JSON text
+  scripted      every answer comes from `script` (a Script): the fuzz suite's server, whose
+                replies hypothesis generates
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import base64
 import json
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -29,11 +33,24 @@ from tests.local_server import LocalServer
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\r# Heading [click](http://evil.example) **x** | y\x9b31m"
 
 
+Answer = tuple[int, bytes]  # HTTP status and body
+
+
+@dataclass
+class Script:
+    """The replies of a `scripted` server: GET paths answered from `gets` (404 when not
+    listed), every POST by `post` given the request body and its Authorization header."""
+
+    gets: dict[str, Answer] = field(default_factory=dict)
+    post: Callable[[dict[str, Any], str], Answer] = lambda body, auth: (404, b"{}")
+
+
 class HostileServer(LocalServer):
     def __init__(self, mode: str, target: str | None = None,
                  models: list[str] | None = None, props: dict[str, Any] | None = None,
-                 metrics: str | None = None) -> None:
+                 metrics: str | None = None, script: Script | None = None) -> None:
         self.mode = mode
+        self.script = script or Script()
         self.target = target  # the other origin a redirect points to
         self.model_ids = models or (["hostile" + HOSTILE] if mode == "hostile_text" else ["m"])
         self.props = props
@@ -93,6 +110,8 @@ class HostileServer(LocalServer):
                 self._record(None)
                 if self._redirect():
                     return
+                if server.mode == "scripted":
+                    return self._send(*server.script.gets.get(self.path, (404, b"{}")))
                 if self.path == "/v1/models":
                     data = {"object": "list", "data": [{"id": i} for i in server.model_ids]}
                     return self._send(200, json.dumps(data).encode())
@@ -112,6 +131,9 @@ class HostileServer(LocalServer):
                 self._record(body)
                 if self._redirect():
                     return
+                if server.mode == "scripted":
+                    auth = self.headers.get("Authorization") or ""
+                    return self._send(*server.script.post(body, auth))
                 self._complete(body)
 
             def _echo_key(self, mode: str) -> None:
