@@ -33,25 +33,22 @@ class ServerInfo:
 
     def max_context(self, model: str) -> int | None:
         """The server's context limit in tokens, where it says (vLLM, llama.cpp)."""
-        for entry in self.models:
-            if entry.get("id") == model and _tokens(entry.get("max_model_len")):
-                return int(entry["max_model_len"])
+        found = [entry.get("max_model_len") for entry in self.models if entry.get("id") == model]
         props = _table(self.fingerprint.get("props"))  # a server's own words: any JSON
         settings = _table(props.get("default_generation_settings"))
-        for value in (settings.get("n_ctx"), props.get("n_ctx")):
-            if _tokens(value):
-                return int(value)
-        n_ctx = _table(self.fingerprint.get("engine")).get("n_ctx")
-        return int(n_ctx) if _tokens(n_ctx) else None
+        engine = _table(self.fingerprint.get("engine"))
+        found += [settings.get("n_ctx"), props.get("n_ctx"), engine.get("n_ctx")]
+        return next((size for size in map(_tokens, found) if size is not None), None)
 
 
 def _table(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _tokens(value: Any) -> bool:
-    """A context size: a positive integer (a bool is not one)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+def _tokens(value: Any) -> int | None:
+    """A context size: a positive integer (a bool is not one); else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return int(value) if ok else None
 
 
 def redact(url: str) -> str:
