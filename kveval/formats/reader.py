@@ -27,7 +27,7 @@ import msgspec
 
 from kveval.errors import RunFileError
 from kveval.formats import limits
-from kveval.formats.checks import logprobs_problem, meta_problem
+from kveval.formats.checks import META_KEYS, logprobs_problem, meta_problem
 from kveval.formats.records import SCHEMA_VERSION, ItemRecord, Run, RunHeader
 from kveval.safe import one_line
 
@@ -144,16 +144,35 @@ def parse_header(line: bytes, path: Path) -> RunHeader:
     return header
 
 
-def _checked(record: ItemRecord, path: Path, number: int, lean: bool) -> ItemRecord:
-    """The record, once what its types cannot say holds (formats/checks.py); in full
-    reading (resume, teacher forcing) the request and usage are bounded too."""
-    problem = meta_problem(record.meta) or logprobs_problem(record.logprobs)
-    if problem is None and not lean and (limits.too_deep(record.request)
-                                         or limits.too_deep(record.usage)):
-        problem = f"request or usage: {limits.DEPTH_MESSAGE}"
+def _checked(record: ItemRecord, line: bytes, path: Path, number: int,
+             lean: bool) -> ItemRecord:
+    """The record, once what its types cannot say holds (formats/checks.py) and its free
+    JSON nests at most MAX_DEPTH deep."""
+    meta, problem = record.meta, None
+    if meta and not META_KEYS.isdisjoint(meta):  # the usual item skips the calls
+        problem = meta_problem(meta)
+    if problem is None and record.logprobs is not None:
+        problem = logprobs_problem(record.logprobs)
+    problem = problem or _depth_problem(record, line, lean)
     if problem is not None:
         raise RunFileError(f"{path}:{number}: {one_line(problem)}")
     return record
+
+
+def _depth_problem(record: ItemRecord, line: bytes, lean: bool) -> str | None:
+    """Judging keeps only `meta` of the free JSON: its containers are walked (most hold
+    none). A full reading (resume, teacher forcing) keeps request and usage too: a line
+    with fewer brackets than MAX_DEPTH cannot nest deeper, so the walk is skipped."""
+    if lean:
+        for key, value in record.meta.items():
+            if isinstance(value, (dict, list)) and limits.too_deep(value):
+                return f"meta.{key}: {limits.DEPTH_MESSAGE}"
+        return None
+    if line.count(b"[") + line.count(b"{") <= limits.MAX_DEPTH:
+        return None
+    free = {"meta": record.meta, "request": record.request, "usage": record.usage}
+    deep = next((name for name, value in free.items() if limits.too_deep(value)), None)
+    return None if deep is None else f"{deep}: {limits.DEPTH_MESSAGE}"
 
 
 def _bad_line(path: Path, number: int, exc: msgspec.DecodeError) -> RunFileError:
@@ -181,7 +200,7 @@ def parse_items(fh: IO[bytes], path: Path,
         if not line.strip():
             continue
         try:
-            record = _checked(decode(line), path, number, shared is not None)
+            record = _checked(decode(line), line, path, number, shared is not None)
         except msgspec.DecodeError as exc:
             if not line.endswith(b"\n") and not isinstance(exc, msgspec.ValidationError):
                 return list(kept.values()), True
