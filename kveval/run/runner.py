@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,13 +119,18 @@ def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
                 errors += 1
                 state["bar"].set_postfix(errors=errors, refresh=False)
 
-        try:
-            asyncio.run(_execute(jobs, config, concurrency, on_record, before))
-        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (cli/run.py): between two records
-            raise interrupted(state.get("writer")) from None
+        _run(_execute(jobs, config, concurrency, on_record, before), state)
         if "writer" not in state:
             stack.enter_context(open_writer())
     return done
+
+
+def _run(sending: Coroutine[Any, Any, None], state: dict[str, Any]) -> None:
+    """Ctrl-C, or SIGTERM (run/interrupt.py), stops the sending between two records."""
+    try:
+        asyncio.run(sending)
+    except KeyboardInterrupt:
+        raise interrupted(state.get("writer")) from None
 
 
 def interrupted(writer: RunWriter | None) -> Interrupted:
