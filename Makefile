@@ -13,7 +13,7 @@ DEMO_ARGS  ?=
 BENCH_DIR  ?= results/bench
 BENCH_LIMIT ?= 8
 
-.PHONY: venv install install-local test lint demo bench llama-server
+.PHONY: venv install install-local test lint demo bench llama-server fuzz
 
 venv: $(BIN)/python
 
@@ -36,6 +36,11 @@ $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
 
 test: install-local
 	$(BIN)/pytest -q
+
+# The fuzz suite with many more examples than `make test` draws (about 2 minutes there):
+# new examples each run, and a failure is kept in .hypothesis/ and replayed first.
+fuzz: install-local
+	KVEVAL_HYPOTHESIS=fuzz $(BIN)/pytest -q tests/test_fuzz_files.py tests/test_fuzz_server.py
 
 lint: install
 	$(BIN)/ruff check .

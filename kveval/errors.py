@@ -35,3 +35,13 @@ class IncomparableError(KvevalError):
 
 class EngineError(KvevalError):
     """The embedded llama.cpp engine could not start or died."""
+
+
+class Interrupted(KvevalError):
+    """Ctrl-C or SIGTERM stopped a run; the message says what the run file holds."""
+
+    exit_code = 130  # 128 + SIGINT; a SIGTERM sets 143
+
+    def __init__(self, message: str, exit_code: int = 130) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -1,13 +1,14 @@
 """Untrusted text made safe to show or keep: URLs without credentials, terminal text without
-control sequences, Markdown with its syntax escaped. Every string that came from a server or a
-file passes through here before a terminal or a Markdown block; JSON output stays as it is
-(json.dumps escapes it already). No kveval imports: every part of the package may use it.
+control sequences, Markdown with its syntax escaped (secrets are masked by kveval/masking.py).
+Every string that came from a server or a file passes through here before a terminal or a
+Markdown block; JSON output stays as it is (json.dumps escapes it already).
+No kveval imports: every part of the package may use it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import unicodedata
 from urllib.parse import urlsplit, urlunsplit
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), DCS/SOS/PM/APC (ESC P|X|^|_ ... ST), and
@@ -29,6 +30,60 @@ def terminal(text: str) -> str:
     return _CONTROLS.sub("", _ESCAPES.sub("", text))
 
 
+_ZWJ = "\u200d"
+_REGIONAL = range(0x1F1E6, 0x1F200)  # flag letters: a flag is a pair of them
+
+
+def _extends(char: str) -> bool:
+    """A character that belongs to the cluster before it: a combining mark, a variation
+    selector, an emoji skin-tone modifier or tag, a zero-width joiner."""
+    code = ord(char)
+    return (unicodedata.combining(char) != 0 or unicodedata.category(char) in ("Mn", "Me", "Mc")
+            or 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+            or 0x1F3FB <= code <= 0x1F3FF or 0xE0020 <= code <= 0xE007F or char == _ZWJ)
+
+
+def _cluster_end(text: str, start: int) -> int:
+    """The end of the character cluster that starts at `start`."""
+    end = start + 1
+    if text[start:end + 1] == "\r\n":
+        return end + 1
+    if ord(text[start]) in _REGIONAL and end < len(text) and ord(text[end]) in _REGIONAL:
+        end += 1
+    while end < len(text) and _extends(text[end]):
+        end += 2 if text[end] == _ZWJ and end + 1 < len(text) else 1
+    return end
+
+
+def units(text: str) -> list[tuple[int, int, bool]]:
+    """`text` as (start, end, visible) units: each escape sequence or control character
+    whole (invisible), each character cluster whole."""
+    found, at = [], 0
+    while at < len(text):
+        match = _ESCAPES.match(text, at) or _CONTROLS.match(text, at)
+        if match and match.end() > at:
+            found.append((at, match.end(), False))
+            at = match.end()
+            continue
+        end = _cluster_end(text, at)
+        found.append((at, end, True))
+        at = end
+    return found
+
+
+def unit_at(text: str, at: int) -> tuple[int, int]:
+    """The span to mark for a difference at character `at`: the unit holding it, never
+    part of an escape sequence or of a cluster, and up to the next visible character when
+    that unit shows nothing (`<mark></mark>[31mRED` cannot happen)."""
+    span: tuple[int, int] | None = None
+    for start, end, visible in units(text):
+        if span is None and end > at:
+            span = (start, end)
+        if span is not None and visible:
+            return span[0], end
+    return span if span is not None else (len(text), len(text))
+
+
 def one_line(text: str) -> str:
     """`terminal(text)` with every run of white space (newlines included) folded to a space."""
     return " ".join(terminal(text).split())
@@ -39,15 +94,6 @@ def markdown(text: str) -> str:
     table cell break or raw HTML can be injected through it. Control characters go too."""
     escaped = terminal(text).replace("&", "&amp;").replace("<", "&lt;")
     return _MARKDOWN.sub(r"\\\1", escaped)
-
-
-def mask(text: str, secrets: Iterable[str | None]) -> str:
-    """`text` with every secret (an API key, a password) replaced by `***`; secrets shorter
-    than four characters are left alone, they would mask ordinary words."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
 
 
 def redact_url(url: str) -> str:

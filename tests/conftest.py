@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -24,3 +26,17 @@ def gsm8k_dir() -> Path:
     if not (GSM8K_DIR / "test.jsonl").is_file():
         pytest.skip(f"GSM8K data not found at {GSM8K_DIR}")
     return GSM8K_DIR
+
+
+# Hypothesis profiles: `ci` (the default, `make test`) keeps the fuzz suite to about two
+# minutes and draws the same examples every run; `fuzz` (`make fuzz`) draws many more, new
+# ones each run, and keeps failures in .hypothesis/ to replay them.
+_SLOW_IS_FINE = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                 HealthCheck.data_too_large]
+settings.register_profile("ci", max_examples=40, deadline=None, derandomize=True,
+                          database=None, suppress_health_check=_SLOW_IS_FINE)
+settings.register_profile("fuzz", max_examples=500, deadline=None,
+                          suppress_health_check=_SLOW_IS_FINE)
+settings.register_profile("explore", max_examples=150, deadline=None,
+                          suppress_health_check=_SLOW_IS_FINE)
+settings.load_profile(os.environ.get("KVEVAL_HYPOTHESIS", "ci"))

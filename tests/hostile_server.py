@@ -3,6 +3,8 @@ hostile servers do, one mode at a time, and records what it was sent.
 
 Modes (`HostileServer(mode)`):
   echo_key      completion requests fail with HTTP 400 whose body quotes the Authorization header
+  echo_key_5xx  the same with HTTP 500 (retried, then an error item on file)
+  echo_decoded  HTTP 500 quoting the Authorization header with Basic credentials decoded
   redirect      every request is redirected (307) to `target`, another origin
   record        an ordinary server that records every request's headers (a redirect's target)
   trickle_probe /metrics trickles one byte a second; everything else answers at once
@@ -11,13 +13,18 @@ Modes (`HostileServer(mode)`):
   wrong_types   completion answers are HTTP 200 with choices[0].text = 12345
   hostile_text  model ids, answers and /props carry escape sequences, BEL, CR and Markdown
   echo_body     the answer is the request body it received, as JSON text
+  scripted      every answer comes from `script` (a Script): the fuzz suite's server, whose
+                replies hypothesis generates
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -26,11 +33,24 @@ from tests.local_server import LocalServer
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\r# Heading [click](http://evil.example) **x** | y\x9b31m"
 
 
+Answer = tuple[int, bytes]  # HTTP status and body
+
+
+@dataclass
+class Script:
+    """The replies of a `scripted` server: GET paths answered from `gets` (404 when not
+    listed), every POST by `post` given the request body and its Authorization header."""
+
+    gets: dict[str, Answer] = field(default_factory=dict)
+    post: Callable[[dict[str, Any], str], Answer] = lambda body, auth: (404, b"{}")
+
+
 class HostileServer(LocalServer):
     def __init__(self, mode: str, target: str | None = None,
                  models: list[str] | None = None, props: dict[str, Any] | None = None,
-                 metrics: str | None = None) -> None:
+                 metrics: str | None = None, script: Script | None = None) -> None:
         self.mode = mode
+        self.script = script or Script()
         self.target = target  # the other origin a redirect points to
         self.model_ids = models or (["hostile" + HOSTILE] if mode == "hostile_text" else ["m"])
         self.props = props
@@ -90,6 +110,8 @@ class HostileServer(LocalServer):
                 self._record(None)
                 if self._redirect():
                     return
+                if server.mode == "scripted":
+                    return self._send(*server.script.gets.get(self.path, (404, b"{}")))
                 if self.path == "/v1/models":
                     data = {"object": "list", "data": [{"id": i} for i in server.model_ids]}
                     return self._send(200, json.dumps(data).encode())
@@ -109,13 +131,23 @@ class HostileServer(LocalServer):
                 self._record(body)
                 if self._redirect():
                     return
+                if server.mode == "scripted":
+                    auth = self.headers.get("Authorization") or ""
+                    return self._send(*server.script.post(body, auth))
                 self._complete(body)
+
+            def _echo_key(self, mode: str) -> None:
+                auth = self.headers.get("Authorization") or ""
+                if mode == "echo_decoded" and auth.startswith("Basic "):
+                    auth = base64.b64decode(auth.split()[1]).decode()
+                message = f"invalid credentials: {auth}"
+                status = 400 if mode == "echo_key" else 500
+                self._send(status, json.dumps({"error": {"message": message}}).encode())
 
             def _complete(self, body: dict[str, Any]) -> None:
                 mode = server.mode
-                if mode == "echo_key":
-                    message = f"invalid credentials: {self.headers.get('Authorization')}"
-                    return self._send(400, json.dumps({"error": {"message": message}}).encode())
+                if mode in ("echo_key", "echo_key_5xx", "echo_decoded"):
+                    return self._echo_key(mode)
                 if mode == "invalid_json":
                     return self._send(200, b'{"choices": [{"text": "unterminated')
                 if mode == "wrong_types":

@@ -282,11 +282,12 @@ def test_malformed_log_probabilities_in_a_file_are_one_line(
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join([lines[0], json.dumps(item), *lines[2:]]) + "\n")
     code, _, err = kveval(capsys, "compare", str(three_runs["base"]), str(bad))
-    assert code == 2 and "malformed logprobs" in err and "Traceback" not in err
+    assert code == 2 and "bad.jsonl:2: logprobs.top_logprobs[0][0]" in err
+    assert "Traceback" not in err
     item["logprobs"] = {"tokens": ["a"]}
     bad.write_text("\n".join([lines[0], json.dumps(item), *lines[2:]]) + "\n")
     code, _, err = kveval(capsys, "compare", str(three_runs["base"]), str(bad))
-    assert code == 2 and "malformed logprobs" in err
+    assert code == 2 and "bad.jsonl:2: logprobs" in err
 
 
 def test_teacher_forcing_limit_and_errors_in_the_baseline(capsys: Any, prompts: Path,

@@ -8,7 +8,7 @@ import pytest
 
 from kveval.formats.records import ItemRecord
 from kveval.judge.stats import wilson
-from kveval.show.summary import render_run_summary, wilson_closed_form
+from kveval.run.summary import render_run_summary, wilson_closed_form
 
 
 def test_closed_form_wilson_matches_scipy_to_1e9() -> None:

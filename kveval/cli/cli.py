@@ -18,7 +18,9 @@ from kveval.cli.plan import plan
 from kveval.cli.report import report
 from kveval.cli.run import run, tasks
 from kveval.cli.verdicts import compare, gate, score
-from kveval.errors import EXIT_INPUT, KvevalError
+from kveval.errors import EXIT_INPUT, Interrupted, KvevalError
+from kveval.masking import forget, mask
+from kveval.run.interrupt import terminated
 from kveval.safe import one_line
 
 
@@ -47,17 +49,21 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = cli.main(args=argv, prog_name="kveval", standalone_mode=False)
     except KvevalError as exc:
-        # Messages quote servers and files: control characters never reach the terminal.
-        click.echo(f"kveval: error: {one_line(str(exc))}", err=True)
+        # Messages quote servers and files: no control character and no secret of the run
+        # reaches the terminal.
+        kind = "" if isinstance(exc, Interrupted) else "error: "
+        click.echo(f"kveval: {kind}{mask(one_line(str(exc)))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("kveval: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(143 if terminated() else 130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code if exc.exit_code else EXIT_INPUT)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    finally:
+        forget()
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -88,14 +88,14 @@ def page_html(inputs: Inputs, result: GateReport | None, error: Exception | None
 def write_page(path: str, html: str) -> None:
     from pathlib import Path
 
+    from kveval.atomic import write_text
     from kveval.errors import UsageError
 
-    target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(html, encoding="utf-8")
+    try:  # a temporary file renamed over the target: never a half-written page
+        write_text(Path(path), html)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write the page ({exc.strerror or exc})") from None
+        raise UsageError(f"{path}: cannot write the page ({exc.strerror or exc}); nothing "
+                         "was written") from None
 
 
 def publish(inputs: Inputs, html: str | None, summary: str | None, result: GateReport | None,

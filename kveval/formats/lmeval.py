@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kveval.errors import RunFileError
+from kveval.errors import KvevalError, RunFileError
+from kveval.formats import limits
 from kveval.formats.lmeval_samples import (
     assign_filters,
     gen_kwargs,
@@ -25,6 +26,7 @@ from kveval.formats.lmeval_samples import (
     prompt_text,
 )
 from kveval.formats.records import Run, RunHeader
+from kveval.masking import mask_named
 from kveval.safe import redact_url
 
 _SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d\d-\d\dT[0-9.\-]+)\.jsonl$")
@@ -52,9 +54,9 @@ def looks_like_lmeval(path: str | Path) -> bool:
     if _RESULTS.match(path.name) or path.name == "results.json":
         return True
     try:
-        with path.open(encoding="utf-8") as fh:
-            head = fh.read(4096)
-    except (OSError, UnicodeDecodeError):
+        with limits.open_regular(path) as fh:
+            head = fh.read(4096).decode("utf-8", "ignore")
+    except (OSError, KvevalError):  # the reader says what is wrong with it
         return False
     text = head.lstrip()
     if text.startswith("["):
@@ -67,20 +69,32 @@ def read_lmeval(path: str | Path) -> Run:
     is the one given (0.4.0-0.4.2 samples names hold the model args, base_url and all)."""
     located = locate(Path(path))
     results = _read_json(located.results) if located.results else {}
-    chat_model = "chat" in str((results.get("config") or {}).get("model", ""))
+    where = str(located.results)
+    chat_model = "chat" in str(_object(results, "config", where).get("model", ""))
     items = []
     first: dict[str, Any] = {}
     for task, samples in located.samples:
         rows = read_samples(samples)
         first = first or rows[0]
-        lines = assign_filters(rows, _filter_names(results, task), str(samples))
-        items += make_items(task, lines, chat_model)
+        lines = assign_filters(rows, _filter_names(results, task, where), str(samples))
+        items += make_items(task, lines, chat_model, str(samples))
     api = "chat" if chat_model or is_chat(prompt_text(first)) else "completions"
     try:
         header = make_header(located, results, api, gen_kwargs(first))
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise RunFileError(f"{located.results}: unexpected lm-eval results ({exc})") from None
+    except (ValueError, OverflowError, OSError) as exc:  # a number lm-eval never writes
+        raise RunFileError(f"{where}: unexpected lm-eval results ({exc})") from None
     return Run(header=header, items=items, path=Path(path))
+
+
+def _object(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """`data[key]` when it is a JSON object, {} when absent or null, else RunFileError."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RunFileError(f"{where}: `{key}` is {type(value).__name__}, expected an object; "
+                           "not an lm-eval results file")
+    return value
 
 
 # ---------------------------------------------------------------- finding the files
@@ -116,7 +130,7 @@ def _from_results(results: Path) -> Located:
         found = sorted(results.parent.glob(f"samples_*_{match['date']}.jsonl"))
         samples = tuple((_task_of(p), p) for p in found)
     else:  # 0.4.0-0.4.2: <model_args>_<task>.jsonl beside results.json
-        tasks = list(_read_json(results).get("configs") or {})
+        tasks = list(_object(_read_json(results), "configs", str(results)))
         samples = tuple((t, p) for t in tasks
                         for p in sorted(results.parent.glob(f"*_{t}.jsonl")))
     if not samples:
@@ -137,7 +151,7 @@ def _task_of(samples: Path) -> str:
     if match:
         return match["task"]
     beside = samples.parent / "results.json"
-    tasks = list(_read_json(beside).get("configs") or {}) if beside.is_file() else []
+    tasks = list(_object(_read_json(beside), "configs", str(beside))) if beside.is_file() else []
     named = [t for t in tasks if samples.stem.endswith(f"_{t}")]
     return max(named, key=len) if named else samples.stem.rsplit("_", 1)[-1]
 
@@ -147,14 +161,14 @@ def _task_of(samples: Path) -> str:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return limits.read_whole(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RunFileError(f"{path}: cannot read ({exc})") from None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(_read_text(path))
+        data = limits.loads(_read_text(path), str(path))
     except json.JSONDecodeError as exc:
         raise RunFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(data, dict):
@@ -167,7 +181,7 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
     text = _read_text(path)
     if text.lstrip().startswith("["):
         try:
-            rows = json.loads(text)
+            rows = limits.loads(text, str(path))
         except json.JSONDecodeError as exc:
             raise RunFileError(f"{path}: not a JSON array ({exc.msg} at line "
                                f"{exc.lineno})") from None
@@ -186,15 +200,19 @@ def _json_lines(text: str, path: Path) -> list[Any]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            rows.append(limits.loads(line, f"{path}:{number}"))
         except json.JSONDecodeError:
             raise RunFileError(f"{path}:{number}: line is not JSON") from None
     return rows
 
 
-def _filter_names(results: dict[str, Any], task: str) -> tuple[str, ...]:
-    config = (results.get("configs") or {}).get(task) or {}
-    names = [f.get("name") for f in config.get("filter_list") or [] if isinstance(f, dict)]
+def _filter_names(results: dict[str, Any], task: str, where: str) -> tuple[str, ...]:
+    config = _object(_object(results, "configs", where), task, f"{where}: configs")
+    filters = config.get("filter_list") or []
+    if not isinstance(filters, list):
+        raise RunFileError(f"{where}: configs.{task}.filter_list is "
+                           f"{type(filters).__name__}, expected a list of filters")
+    names = [f.get("name") for f in filters if isinstance(f, dict)]
     return tuple(n for n in names if isinstance(n, str)) or DEFAULT_FILTERS
 
 
@@ -202,27 +220,37 @@ def _filter_names(results: dict[str, Any], task: str) -> tuple[str, ...]:
 
 
 def model_args(config: dict[str, Any]) -> dict[str, Any]:
-    """`config.model_args`: a dict since 0.4.3, "k=v,k=v" before; base_url redacted."""
+    """`config.model_args`: a dict since 0.4.3, "k=v,k=v" before; base_url's credentials
+    and every secret-named value (`api_key`, `token`, ...) masked."""
     raw = config.get("model_args") or {}
     if isinstance(raw, str):
         raw = dict(part.split("=", 1) for part in raw.split(",") if "=" in part)
-    args = dict(raw) if isinstance(raw, dict) else {}
+    args = mask_named(dict(raw)) if isinstance(raw, dict) else {}
     if isinstance(args.get("base_url"), str):
         args["base_url"] = redact_url(args["base_url"])
     return args
 
 
+def _number(value: Any, default: float, kind: type[int] | type[float]) -> Any:
+    """A setting lm-eval writes as a number (or a "k=v" string): ValueError otherwise."""
+    value = default if value is None else value
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a number, got {type(value).__name__}")
+    return kind(value)
+
+
 def _task_spec(results: dict[str, Any], task: str, api: str, kwargs: dict[str, Any],
-               args: dict[str, Any]) -> dict[str, Any]:
-    shots = (results.get("n-shot") or {}).get(task)
+               args: dict[str, Any], where: str) -> dict[str, Any]:
+    shots = _object(results, "n-shot", where).get(task)
     stop = kwargs.get("until")
+    max_tokens = kwargs.get("max_gen_toks", args.get("max_gen_toks"))
     return {
-        "name": task, "adapter": task, "version": (results.get("versions") or {}).get(task),
-        "api": api, "max_tokens": int(kwargs.get("max_gen_toks", args.get("max_gen_toks", 256))),
+        "name": task, "adapter": task, "version": _object(results, "versions", where).get(task),
+        "api": api, "max_tokens": _number(max_tokens, 256, int),
         "stop": list(stop) if isinstance(stop, list) else ([stop] if stop else []),
-        "temperature": float(kwargs.get("temperature", 0.0)), "limit": None, "data": None,
-        "params": {"shots": shots, "fewshot": "lm-eval",
-                   "fewshot_seed": (results.get("config") or {}).get("fewshot_seed", 1234)},
+        "temperature": _number(kwargs.get("temperature"), 0.0, float), "limit": None,
+        "data": None, "params": {"shots": shots, "fewshot": "lm-eval", "fewshot_seed":
+                                 _object(results, "config", where).get("fewshot_seed", 1234)},
         "data_source": "lm-eval",
     }
 
@@ -249,18 +277,20 @@ def _label(located: Located, results: dict[str, Any]) -> str:
 
 def make_header(located: Located, results: dict[str, Any], api: str,
                 kwargs: dict[str, Any]) -> RunHeader:
-    config = results.get("config") or {}
+    where = str(located.results)
+    config = _object(results, "config", where)
     args = model_args(config)
     fingerprint = {key: results[key] for key in FINGERPRINT_KEYS if key in results}
     fingerprint = {"lm_eval": {**fingerprint, "model": config.get("model"), "model_args": args,
                                "gen_kwargs": config.get("gen_kwargs"),
                                "fewshot_seed": config.get("fewshot_seed")}}
     model = str(args.get("model") or args.get("pretrained") or results.get("model_name") or "")
-    tasks = [_task_spec(results, task, api, kwargs, args) for task, _ in located.samples]
+    tasks = [_task_spec(results, task, api, kwargs, args, where) for task, _ in located.samples]
     return RunHeader(
         label=_label(located, results), endpoint=str(args.get("base_url") or ""), model=model,
         tasks=tasks,
-        sampling={"temperature": 0.0, "seed": int(args.get("seed", 1234)), "extra_body": None},
-        concurrency=int(args.get("num_concurrent", 1)), fingerprint=fingerprint,
+        sampling={"temperature": 0.0, "seed": _number(args.get("seed"), 1234, int),
+                  "extra_body": None},
+        concurrency=_number(args.get("num_concurrent"), 1, int), fingerprint=fingerprint,
         created=_created(results, located), kveval_version="",
     )

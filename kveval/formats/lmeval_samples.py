@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kveval.errors import RunFileError
+from kveval.formats.limits import too_deep
 from kveval.formats.records import ItemRecord
 
 FLEXIBLE = "flexible-extract"
@@ -29,6 +30,7 @@ class Line:
     doc_id: int
     filter: str
     row: Mapping[str, Any]
+    number: int = 0  # the sample's place in its file, from 1
 
 
 def prompt_text(row: Mapping[str, Any]) -> str:
@@ -37,7 +39,8 @@ def prompt_text(row: Mapping[str, Any]) -> str:
     args = row.get("arguments")
     first = args.get("gen_args_0") if isinstance(args, dict) else None
     if isinstance(args, list) and args:  # 0.4.0-0.4.2: [[prompt, gen_kwargs]]
-        first = {"arg_0": args[0][0], "arg_1": args[0][1]} if isinstance(args[0], list) else None
+        pair = args[0] if isinstance(args[0], list) else []
+        first = {"arg_0": pair[0]} if pair else None
     value = first.get("arg_0") if isinstance(first, dict) else None
     if isinstance(value, list) and value and isinstance(value[0], str):
         value = value[0]
@@ -55,15 +58,21 @@ def gen_kwargs(row: Mapping[str, Any]) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def is_chat(text: str) -> bool:
-    """A chat prompt is logged as the JSON of its messages."""
+def chat_messages(text: str) -> list[dict[str, Any]] | None:
+    """A chat prompt is logged as the JSON of its messages: those, else None."""
     if not text.startswith("[{"):
-        return False
+        return None
     try:
         value = json.loads(text)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
+        return None if too_deep(value) else value
+    return None
+
+
+def is_chat(text: str) -> bool:
+    return chat_messages(text) is not None
 
 
 def assign_filters(rows: Sequence[Mapping[str, Any]], names: Sequence[str],
@@ -82,7 +91,7 @@ def assign_filters(rows: Sequence[Mapping[str, Any]], names: Sequence[str],
         name = row.get("filter")
         if not isinstance(name, str):
             name = names[k] if k < len(names) else f"filter-{k}"
-        lines.append(Line(doc_id, name, row))
+        lines.append(Line(doc_id, name, row, number))
     return lines
 
 
@@ -103,8 +112,12 @@ def _filtered(row: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _output(row: Mapping[str, Any]) -> str:
+def response(row: Mapping[str, Any]) -> str | None:
+    """The model's answer, `resps[0][0]` ("" for a task whose responses are not text, e.g.
+    log-likelihoods); None when the line has no `resps`."""
     value = row.get("resps")
+    if value is None:
+        return None
     while isinstance(value, list) and value:
         value = value[0]
     return value if isinstance(value, str) else ""
@@ -121,8 +134,9 @@ def reference(target: Any) -> str | None:
 def _request(row: Mapping[str, Any], chat_model: bool) -> dict[str, Any]:
     """The prompt as sent: 0.4.0-0.4.2's chat models sent the prompt text as one user turn."""
     text = prompt_text(row)
-    if is_chat(text):
-        body: dict[str, Any] = {"messages": json.loads(text)}
+    messages = chat_messages(text)
+    if messages is not None:
+        body: dict[str, Any] = {"messages": messages}
     elif chat_model:
         body = {"messages": [{"role": "user", "content": text}]}
     else:
@@ -154,16 +168,33 @@ def make_item(task: str, doc_id: int, by_filter: Mapping[str, Mapping[str, Any]]
         meta["extracted_strict"] = _filtered(strict)
     return ItemRecord(
         task=task, item_id=f"{task}/test/{doc_id:04d}", prompt_sha256=_prompt_hash(first),
-        request=_request(first, chat_model), status="ok", output=_output(first),
+        request=_request(first, chat_model), status="ok", output=response(first) or "",
         extracted=_filtered(main), reference=reference(first.get("target")),
         correct=_score(main), correct_strict=_score(strict) if strict is not None else None,
         meta=meta,
     )
 
 
-def make_items(task: str, lines: Sequence[Line], chat_model: bool = False) -> list[ItemRecord]:
-    """The lines grouped by question, in doc_id order (multi-GPU logs come rank by rank)."""
+def make_items(task: str, lines: Sequence[Line], chat_model: bool = False,
+               where: str = "") -> list[ItemRecord]:
+    """The lines grouped by question, in doc_id order (multi-GPU logs come rank by rank).
+
+    Every line of a question holds its one answer (each filter reads the same `resps`): a
+    line without one, or with another answer than the question's first line, is an error,
+    as is a second, different line for the same question and filter."""
     grouped: dict[int, dict[str, Mapping[str, Any]]] = {}
+    answers: dict[int, str] = {}
     for line in lines:
-        grouped.setdefault(line.doc_id, {})[line.filter] = line.row
+        answer = response(line.row)
+        if answer is None:
+            raise RunFileError(f"{where}: sample {line.number} (doc_id {line.doc_id}) holds "
+                               "no response (`resps`); lm-eval logs one for every sample")
+        if answers.setdefault(line.doc_id, answer) != answer:
+            raise RunFileError(f"{where}: sample {line.number}: doc_id {line.doc_id} appears "
+                               "again with another response; a log holds one answer per "
+                               "question")
+        by_filter = grouped.setdefault(line.doc_id, {})
+        if by_filter.setdefault(line.filter, line.row) != line.row:
+            raise RunFileError(f"{where}: sample {line.number}: doc_id {line.doc_id} appears "
+                               f"twice for filter {line.filter!r} with different content")
     return [make_item(task, doc_id, grouped[doc_id], chat_model) for doc_id in sorted(grouped)]

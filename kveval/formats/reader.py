@@ -26,6 +26,8 @@ from typing import IO, Any
 import msgspec
 
 from kveval.errors import RunFileError
+from kveval.formats import limits
+from kveval.formats.checks import META_KEYS, logprobs_problem, meta_problem
 from kveval.formats.records import SCHEMA_VERSION, ItemRecord, Run, RunHeader
 from kveval.safe import one_line
 
@@ -125,6 +127,10 @@ def parse_header(line: bytes, path: Path) -> RunHeader:
         data = msgspec.json.decode(line)
     except msgspec.DecodeError:
         raise RunFileError(f"{path}: line 1 is not JSON; not a kveval run file") from None
+    except RecursionError:
+        raise RunFileError(f"{path}:1: {limits.DEPTH_MESSAGE}") from None
+    if limits.too_deep(data):
+        raise RunFileError(f"{path}:1: {limits.DEPTH_MESSAGE}")
     if not isinstance(data, dict) or data.get("type") != "run":
         raise RunFileError(f"{path}: line 1 is not a kveval run header")
     version = data.get("schema_version")
@@ -136,6 +142,37 @@ def parse_header(line: bytes, path: Path) -> RunHeader:
     except msgspec.ValidationError as exc:
         raise RunFileError(f"{path}:1: {describe(exc)}") from None
     return header
+
+
+def _checked(record: ItemRecord, line: bytes, path: Path, number: int,
+             lean: bool) -> ItemRecord:
+    """The record, once what its types cannot say holds (formats/checks.py) and its free
+    JSON nests at most MAX_DEPTH deep."""
+    meta, problem = record.meta, None
+    if meta and not META_KEYS.isdisjoint(meta):  # the usual item skips the calls
+        problem = meta_problem(meta)
+    if problem is None and record.logprobs is not None:
+        problem = logprobs_problem(record.logprobs)
+    problem = problem or _depth_problem(record, line, lean)
+    if problem is not None:
+        raise RunFileError(f"{path}:{number}: {one_line(problem)}")
+    return record
+
+
+def _depth_problem(record: ItemRecord, line: bytes, lean: bool) -> str | None:
+    """Judging keeps only `meta` of the free JSON: its containers are walked (most hold
+    none). A full reading (resume, teacher forcing) keeps request and usage too: a line
+    with fewer brackets than MAX_DEPTH cannot nest deeper, so the walk is skipped."""
+    if lean:
+        for key, value in record.meta.items():
+            if isinstance(value, (dict, list)) and limits.too_deep(value):
+                return f"meta.{key}: {limits.DEPTH_MESSAGE}"
+        return None
+    if line.count(b"[") + line.count(b"{") <= limits.MAX_DEPTH:
+        return None
+    free = {"meta": record.meta, "request": record.request, "usage": record.usage}
+    deep = next((name for name, value in free.items() if limits.too_deep(value)), None)
+    return None if deep is None else f"{deep}: {limits.DEPTH_MESSAGE}"
 
 
 def _bad_line(path: Path, number: int, exc: msgspec.DecodeError) -> RunFileError:
@@ -159,15 +196,17 @@ def parse_items(fh: IO[bytes], path: Path,
     `shared` (judging), records are read lean and share what is alike with other runs."""
     decode = msgspec.json.Decoder(_Judged if shared else ItemRecord).decode
     kept: dict[tuple[str, str], ItemRecord] = {}
-    for number, line in enumerate(fh, start=2):
+    for number, line in limits.lines(fh, path, first=2):
         if not line.strip():
             continue
         try:
-            record = decode(line)
+            record = _checked(decode(line), line, path, number, shared is not None)
         except msgspec.DecodeError as exc:
             if not line.endswith(b"\n") and not isinstance(exc, msgspec.ValidationError):
                 return list(kept.values()), True
             raise _bad_line(path, number, exc) from None
+        except RecursionError:
+            raise RunFileError(f"{path}:{number}: {limits.DEPTH_MESSAGE}") from None
         old = kept.setdefault(shared.lean(record) if shared else record.key, record)
         if old is not record and old != record:
             raise _duplicate(path, number, record)
@@ -177,10 +216,14 @@ def parse_items(fh: IO[bytes], path: Path,
 def read_run_file(path: Path, shared: Shared | None = None) -> Run:
     """Read and validate a run file (see records.read_run)."""
     try:
-        with open(path, "rb") as fh, _gc_paused():
-            first = fh.readline()
+        with limits.open_regular(path) as fh, _gc_paused():
+            first = fh.readline(limits.MAX_LINE_BYTES + 1)
             if not first.strip():
                 raise RunFileError(f"{path}: empty file; not a kveval run file")
+            if len(first) > limits.MAX_LINE_BYTES:
+                raise RunFileError(f"{path}:1: line longer than the "
+                                   f"{limits.size_text(limits.MAX_LINE_BYTES)} cap on a "
+                                   "run-file line")
             header = parse_header(first, path)
             items, truncated = parse_items(fh, path, shared)
     except FileNotFoundError:

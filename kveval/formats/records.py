@@ -145,9 +145,11 @@ def read_run(path: str | Path, *, judging: bool = False, shared: Shared | None =
 
 def read_answer_array(path: str | Path) -> list[str]:
     """Read the tutorial format: a JSON array of answer strings, paired by position."""
+    from kveval.formats import limits
+
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = limits.loads(limits.read_whole(path).decode("utf-8"), str(path))
     except FileNotFoundError:
         raise RunFileError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -159,10 +161,13 @@ def read_answer_array(path: str | Path) -> list[str]:
 
 def is_answer_array(path: str | Path) -> bool:
     """True when the file starts with '[' (the tutorial's JSON array), not a run header."""
+    from kveval.errors import KvevalError
+    from kveval.formats import limits
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read(64).lstrip().startswith("[")
-    except (OSError, UnicodeDecodeError):  # read_run says what is wrong with it
+        with limits.open_regular(path) as fh:
+            return fh.read(64).decode("utf-8", "ignore").lstrip().startswith("[")
+    except (OSError, UnicodeDecodeError, KvevalError):  # read_run says what is wrong with it
         return False
 
 

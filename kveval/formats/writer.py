@@ -17,7 +17,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from kveval.errors import RunFileError
+from kveval.formats import lock
+from kveval.formats.limits import without_surrogates
 from kveval.formats.records import ItemRecord, RunHeader, to_json
+from kveval.masking import mask
 
 
 class RunWriter:
@@ -33,7 +36,7 @@ class RunWriter:
         self.count = count  # items on file
 
     def append(self, item: ItemRecord) -> None:
-        data = (to_json(item) + "\n").encode("utf-8")
+        data = line(item)
         try:
             _write_all(self._fd, data)
         except OSError as exc:
@@ -54,6 +57,16 @@ class RunWriter:
         self.close()
 
 
+def line(record: RunHeader | ItemRecord) -> bytes:
+    """A record's line as written: the run's secrets masked (kveval/masking.py); a lone
+    surrogate a server sent (valid JSON, not UTF-8) becomes U+FFFD, so the line reads back."""
+    text = mask(to_json(record)) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return without_surrogates(text).encode("utf-8")
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -70,6 +83,24 @@ def refuse_existing(path: Path) -> None:
     if path.exists():
         raise RunFileError(f"{path}: exists; pass --resume to continue it or --overwrite "
                            "to replace it")
+
+
+def refuse_inputs(output: str | Path, inputs: Iterable[str | Path | None]) -> None:
+    """-o never names a file the run reads (a prompt file, a suite, the baseline it
+    teacher-forces, a data file): --overwrite would destroy the run's own input. A folder
+    input counts with the files directly in it (GSM8K's train.jsonl and test.jsonl)."""
+    if not os.path.exists(output):
+        return
+    for given in inputs:
+        if not given:
+            continue
+        path = Path(given).expanduser()
+        files = [p for p in path.iterdir() if p.is_file()] if path.is_dir() else [path]
+        for found in files:
+            with contextlib.suppress(OSError):
+                if os.path.samefile(output, found):
+                    raise RunFileError(f"{output}: is also an input of this run ({found}); "
+                                       "-o must name another file")
 
 
 def check_writable(path: str | Path) -> None:
@@ -101,16 +132,23 @@ def _rewrite(path: Path, header: RunHeader, keep: Iterable[ItemRecord]) -> RunWr
     """Write header + items to a temporary file beside the target, then rename it over.
 
     Through a symlink the target is written and the link stays; an existing file keeps its
-    mode, a new one follows the umask; the temporary file never outlives a failure."""
+    mode, a new one follows the umask; the temporary file never outlives a failure. The new
+    file is locked before it takes the target's name, and the old one while it is replaced
+    (formats/lock.py): a file another run writes is refused, never replaced."""
     _ignore_file_size_signal()
     target = Path(os.path.realpath(path))
     tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
-        count = _write_new(tmp, header, keep, mode)
-        os.replace(tmp, target)
-        return RunWriter(os.open(target, os.O_WRONLY | os.O_APPEND), path, count)
+        with lock.held(target, path):
+            mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
+            fd, count = _write_new(tmp, header, keep, mode)
+            try:
+                os.replace(tmp, target)
+            except OSError:
+                os.close(fd)
+                raise
+        return RunWriter(fd, path, count)
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -118,20 +156,28 @@ def _rewrite(path: Path, header: RunHeader, keep: Iterable[ItemRecord]) -> RunWr
                            "nothing on file changed") from None
 
 
-def _write_new(tmp: Path, header: RunHeader, keep: Iterable[ItemRecord], mode: int | None) -> int:
-    """The new file's lines, synced to disk; returns how many items it holds."""
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+def _write_new(tmp: Path, header: RunHeader, keep: Iterable[ItemRecord],
+               mode: int | None) -> tuple[int, int]:
+    """The new file's lines, synced to disk: its descriptor (locked, appending) and how many
+    items it holds."""
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
+                 0o666)  # the umask applies
     count = 0
-    with os.fdopen(fd, "wb") as fh:
-        if mode is not None:
-            os.fchmod(fh.fileno(), mode)
-        fh.write((to_json(header) + "\n").encode("utf-8"))
-        for item in keep:
-            fh.write((to_json(item) + "\n").encode("utf-8"))
-            count += 1
-        fh.flush()
-        os.fsync(fh.fileno())
-    return count
+    try:
+        lock.take(fd)  # a new file: nobody else holds it
+        with os.fdopen(os.dup(fd), "wb") as fh:  # the same open file: offset and lock
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
+            fh.write(line(header))
+            for item in keep:
+                fh.write(line(item))
+                count += 1
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, count
 
 
 def _ignore_file_size_signal() -> None:

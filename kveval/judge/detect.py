@@ -188,7 +188,8 @@ def of_divergence(test: KlTest, level: float) -> Detectable:
 
 
 def task_detectable(e: object, levels: Levels) -> tuple[Detectable, ...]:
-    """Each tested figure of a task's evidence (judge/decide.py TaskEvidence), each at its first-step level."""
+    """Each tested figure of a task's evidence (judge/decide.py TaskEvidence), each at its
+    own first-step level."""
     found = []
     accuracy = getattr(e, "accuracy", None)
     if accuracy is not None:

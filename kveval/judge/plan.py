@@ -6,9 +6,10 @@ plan: the share of answers that flip between runs (baseline against the candidat
 against the noise runs), each count's rate and the runs' spread (measured with two noise
 runs, else assumed as the gate assumes it), each divergence's per-item spread. The levels are
 the gate's first step (judge/checks.py Levels), the family counted as at least a verdict
-check, truncated and empty per task, as the full runs will hold. The power functions are those the gate's detectable figures use (judge/detect.py), so a plan and the
-verdict it leads to speak of the same test; bench/gate_calibration.py checks them against the
-whole gate simulated.
+check, truncated and empty per task, as the full runs will hold. The power functions are
+those the gate's detectable figures use (judge/detect.py), so a plan and the verdict it leads
+to speak of the same test; bench/plan_agreement.py checks them against the whole gate
+simulated.
 """
 
 from __future__ import annotations

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 from kveval.adapters.base import Item, TaskSpec
 from kveval.errors import UsageError
+from kveval.formats.checks import logprobs_problem
+from kveval.formats.limits import DEPTH_MESSAGE, too_deep, writable
+from kveval.masking import forms, mask
 from kveval.run.failures import backoff, classify
 from kveval.run.logprobs import answer_logprobs, compact, request_keys
-from kveval.safe import mask, one_line, redact_url
+from kveval.safe import one_line, redact_url
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -32,9 +35,9 @@ class ClientConfig:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """What must never be written or printed: the key and the URL's password."""
-        password = urlsplit(self.base_url).password
-        return tuple(s for s in (self.api_key, password and unquote(password), password) if s)
+        """What must never be written or printed: the key and the URL's credentials, in
+        every form a server can echo them (kveval/masking.py)."""
+        return forms(self.api_key, self.base_url)
 
 
 @dataclass(frozen=True)
@@ -81,11 +84,32 @@ OWNED_KEYS: dict[str, str] = {
 
 
 def check_extra_body(extra: dict[str, Any], where: str) -> None:
-    """Raise UsageError when `extra` sets a key that kveval owns."""
+    """Raise UsageError when `extra` sets a key that kveval owns, or holds what no JSON
+    body can carry (NaN, an infinity such as 1e999) or nests past the cap."""
     for key in extra:
         if key in OWNED_KEYS:
             raise UsageError(f"{where} cannot set {key!r}: kveval sets it and records it; "
                              f"use {OWNED_KEYS[key]}")
+    if too_deep(extra):
+        raise UsageError(f"{where}: {DEPTH_MESSAGE}")
+    bad = _not_finite(extra)
+    if bad is not None:
+        raise UsageError(f"{where}: {bad[0]} is {bad[1]}, which JSON cannot carry; a request "
+                         "body holds finite numbers only")
+
+
+def _not_finite(value: Any) -> tuple[str, float] | None:
+    """The first NaN or infinity in a JSON value, as (its path, the number)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, float) and not math.isfinite(node):
+            return path.lstrip(".") or "the value", node
+        if isinstance(node, dict):
+            stack += [(f"{path}.{k}", v) for k, v in node.items()]
+        elif isinstance(node, list):
+            stack += [(f"{path}[{i}]", v) for i, v in enumerate(node)]
+    return None
 
 
 def build_request(item: Item, spec: TaskSpec, model: str, seed: int | None,
@@ -157,6 +181,7 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed response: {one_line(str(data))[:200]}")
     usage = data.get("usage")
+    usage = writable(usage) if isinstance(usage, dict) else None
     reason = choice.get("finish_reason")
     logprobs: dict[str, Any] | None = None
     try:
@@ -167,9 +192,12 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed log-probabilities: {one_line(str(exc))[:200]}")
+    problem = logprobs_problem(logprobs)  # what the reader would refuse is never written
+    if problem is not None:
+        return Reply(text=None, latency_s=latency_s,
+                     error=f"malformed log-probabilities: {one_line(problem)[:200]}")
     return Reply(text=text, finish_reason=reason if isinstance(reason, str) else None,
-                 usage=usage if isinstance(usage, dict) else None, latency_s=latency_s,
-                 logprobs=logprobs, reasoning=reasoning)
+                 usage=usage, latency_s=latency_s, logprobs=logprobs, reasoning=reasoning)
 
 
 def _forced(choice: Any, text: str, span: Span, k: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kveval.errors import EndpointError, UsageError
+from kveval.formats.limits import writable
 from kveval.run.http import fetch
 from kveval.safe import redact_url
 
@@ -32,17 +33,22 @@ class ServerInfo:
 
     def max_context(self, model: str) -> int | None:
         """The server's context limit in tokens, where it says (vLLM, llama.cpp)."""
-        for entry in self.models:
-            if entry.get("id") == model and isinstance(entry.get("max_model_len"), int):
-                return int(entry["max_model_len"])
-        props = self.fingerprint.get("props") or {}
-        settings = props.get("default_generation_settings") or {}
-        for value in (settings.get("n_ctx"), props.get("n_ctx")):
-            if isinstance(value, int) and value > 0:
-                return value
-        engine = self.fingerprint.get("engine") or {}
-        n_ctx = engine.get("n_ctx")
-        return n_ctx if isinstance(n_ctx, int) else None
+        found = [entry.get("max_model_len") for entry in self.models if entry.get("id") == model]
+        props = _table(self.fingerprint.get("props"))  # a server's own words: any JSON
+        settings = _table(props.get("default_generation_settings"))
+        engine = _table(self.fingerprint.get("engine"))
+        found += [settings.get("n_ctx"), props.get("n_ctx"), engine.get("n_ctx")]
+        return next((size for size in map(_tokens, found) if size is not None), None)
+
+
+def _table(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _tokens(value: Any) -> int | None:
+    """A context size: a positive integer (a bool is not one); else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return int(value) if ok else None
 
 
 def redact(url: str) -> str:
@@ -90,11 +96,11 @@ def list_models(base_url: str, api_key: str | None, timeout: float = 8.0) -> lis
                             "OpenAI-compatible base URL ending in /v1?")
     try:
         data = json.loads(body).get("data")
-    except (json.JSONDecodeError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # not JSON, not an object, too deep
         data = None
     if not isinstance(data, list):
         raise EndpointError(f"{redact(url)} did not return an OpenAI model list")
-    return [m for m in data if isinstance(m, dict)]
+    return [writable(m) for m in data if isinstance(m, dict)]
 
 
 def choose_model(requested: str | None, available: list[str]) -> str:
@@ -137,7 +143,7 @@ def _json_or_none(root: str, path: str, api_key: str | None) -> Any:
     body = _body_or_none(root, path, api_key)
     try:
         return json.loads(body) if body is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -159,7 +165,7 @@ def fingerprint(base_url: str, models: list[dict[str, Any]], api_key: str | None
     ):
         if value:
             found[key] = _trim_props(value) if key == "props" else value
-    return found
+    return writable(found)  # what a server sends, as a run file can hold it
 
 
 def _trim_props(props: Any) -> Any:

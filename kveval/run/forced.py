@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kveval.masking import mask
 from kveval.run.client import Connection, Reply, send
 from kveval.run.forced_tokens import (
     EXACT,
@@ -27,7 +28,7 @@ from kveval.run.forced_tokens import (
     same_tokens,
 )
 from kveval.run.logprobs import from_legacy
-from kveval.safe import mask, one_line
+from kveval.safe import one_line
 
 # one scored position: the answer token's text, its log-probability (None: outside the
 # top-K), and the top-K {token: log-probability}

@@ -14,8 +14,11 @@ from typing import Any
 
 from kveval.adapters.base import Item
 from kveval.errors import RunFileError, UsageError
+from kveval.formats import lock
+from kveval.formats.reader import parse_header
 from kveval.formats.records import ItemRecord, Run, RunHeader, read_run, stable
-from kveval.formats.writer import RunWriter, create_run, refuse_existing, reopen_run
+from kveval.formats.writer import RunWriter, create_run, line, refuse_existing, reopen_run
+from kveval.masking import registered
 
 Key = tuple[str, str]
 
@@ -93,9 +96,15 @@ def answered_keys(old: Run | None, header: RunHeader, items: Sequence[Item]) -> 
     """Resume: the items the existing file already answered, for the same prompt."""
     if old is None:
         return set()
-    check_resumable(old.header, header, old.path)
+    check_resumable(old.header, as_written(header), old.path)
     check_scope(old, items)
     return {r.key for r in old.items if r.ok}
+
+
+def as_written(header: RunHeader) -> RunHeader:
+    """The header as a run file holds it: the run's secrets masked (a server that lists the
+    key as its model id leaves `***` on file)."""
+    return parse_header(line(header), Path("<header>")) if registered() else header
 
 
 def kept_items(old: Run | None, done: set[Key]) -> list[ItemRecord]:
@@ -117,4 +126,6 @@ def existing_run(output: Path, resume: bool, overwrite: bool) -> Run | None:
         refuse_existing(output)
     if output.is_dir():
         raise UsageError(f"{output}: is a folder; -o wants a file")
+    if output.exists():
+        lock.refuse_busy(output)  # another run writes it now
     return read_run(output) if resume and output.exists() else None

@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import Item, TaskSpec
+from kveval.errors import Interrupted
 from kveval.formats.records import ItemRecord
 from kveval.formats.writer import RunWriter
 from kveval.run.client import ClientConfig, Connection, Reply, build_request, make_client, send
+from kveval.run.interrupt import terminated
 
 Before = Callable[[Connection], Awaitable[None]]
 
@@ -121,7 +123,27 @@ def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
                 errors += 1
                 state["bar"].set_postfix(errors=errors, refresh=False)
 
-        asyncio.run(_execute(jobs, config, concurrency, on_record, before))
+        _run(_execute(jobs, config, concurrency, on_record, before), state)
         if "writer" not in state:
             stack.enter_context(open_writer())
     return done
+
+
+def _run(sending: Coroutine[Any, Any, None], state: dict[str, Any]) -> None:
+    """Ctrl-C, or SIGTERM (run/interrupt.py), stops the sending between two records."""
+    try:
+        asyncio.run(sending)
+    except KeyboardInterrupt:
+        raise interrupted(state.get("writer")) from None
+
+
+def interrupted(writer: RunWriter | None) -> Interrupted:
+    """What a stopped run leaves: how many items its file holds, and how to go on."""
+    how = "SIGTERM" if terminated() else "Ctrl-C"
+    if writer is None:
+        return Interrupted(f"interrupted ({how}) before the run file was written; nothing "
+                           "on file changed", 143 if terminated() else 130)
+    return Interrupted(f"interrupted ({how}); {writer.path} is valid and holds "
+                       f"{writer.count} item(s); `kveval run ... --resume` continues it",
+                       143 if terminated() else 130)
+

@@ -15,16 +15,18 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import click
 
-from kveval import __version__
+from kveval import __version__, masking
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import BuildContext, Item, TaskSpec
-from kveval.errors import EXIT_OK, EXIT_REGRESSION, UsageError
+from kveval.errors import EXIT_OK, EXIT_REGRESSION, DataError, UsageError
+from kveval.formats.limits import check_input
 from kveval.formats.records import ItemRecord, Run, RunHeader
-from kveval.formats.writer import check_writable
+from kveval.formats.writer import check_writable, refuse_inputs
 from kveval.run.client import ClientConfig
 from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
@@ -101,6 +103,7 @@ def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
     if spec.adapter == "prompts":
         if not spec.data:
             raise UsageError("the prompts task needs a prompt file: --prompts FILE")
+        check_input(Path(spec.data).expanduser(), error=DataError)  # a FIFO would block
         prompts = data.load_prompts(spec.data)
         return prompts, prompts.source
     return None, None
@@ -219,6 +222,7 @@ def run_forced(opts: RunOptions, started: float) -> int:
     best method it offers (run/forcing.py), chosen before any item is sent."""
     from kveval.run import teacher
 
+    refuse_inputs(opts.output, [opts.teacher_force, opts.engine.get("model_path")])
     baseline = teacher.load_baseline(str(opts.teacher_force))
     old = existing_run(opts.output, opts.resume, opts.overwrite)
     check_writable(opts.output)
@@ -266,12 +270,15 @@ def replayed(opts: RunOptions, old: Run | None) -> RunOptions:
 
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
+    masking.register(masking.forms(api_key(), opts.endpoint))  # never printed nor written
     if opts.teacher_force:
         return run_forced(opts, started)
     old = existing_run(opts.output, opts.resume, opts.overwrite)
     opts = replayed(opts, old)
     check_writable(opts.output)
     resolved = resolve(opts)
+    refuse_inputs(opts.output, [opts.suite, opts.engine.get("model_path"),
+                                *(spec.data for spec in resolved.specs)])
     loaded, sources = {}, {}
     for spec in resolved.specs:
         loaded[spec.name], sources[spec.name] = load_task_data(spec)
@@ -290,7 +297,7 @@ def run_session(opts: RunOptions) -> int:
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
               wall_s: float, order: Sequence[str] = ()) -> int:
-    from kveval.show.summary import render_run_summary
+    from kveval.run.summary import render_run_summary
 
     click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output),
                                   order=order))

@@ -11,6 +11,7 @@ from typing import Any
 
 from kveval.adapters.base import TaskSpec
 from kveval.errors import UsageError
+from kveval.formats.limits import DEPTH_MESSAGE, MAX_SUITE_BYTES, read_whole, too_deep
 from kveval.run.client import check_extra_body
 from kveval.run.schema import check_suite, check_task_table, check_unique
 
@@ -35,13 +36,18 @@ def builtin_names() -> list[str]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """A regular file of at most MAX_SUITE_BYTES, nested at most MAX_DEPTH deep."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        data = tomllib.loads(read_whole(path, MAX_SUITE_BYTES, UsageError).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path}: not a valid TOML file ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: {DEPTH_MESSAGE}") from None
+    if too_deep(data):
+        raise UsageError(f"{path}: {DEPTH_MESSAGE}")
+    return data
 
 
 def _spec_from_table(table: dict[str, Any], base: TaskSpec | None, where: str) -> TaskSpec:

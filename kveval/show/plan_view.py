@@ -79,7 +79,8 @@ def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
 def plan_json(plan: Plan, commands: Sequence[str]) -> dict[str, Any]:
     t = plan.targets
     return {
-        "command": "plan", "level": plan.levels.primary, "level_other": plan.levels.other, "alpha": t.alpha, "power": t.power,
+        "command": "plan", "level": plan.levels.primary, "level_other": plan.levels.other,
+        "alpha": t.alpha, "power": t.power,
         "detect": t.detect, "detect_drift": t.detect_drift, "detect_kl": t.detect_kl,
         "noise_runs": plan.noise_runs, "flips_measured": plan.flip_source,
         "tasks": [{"task": p.task, "check": p.kind, "unit": UNITS[p.kind], "items": p.items,

@@ -49,8 +49,16 @@ def _text_table(table: Table) -> list[str]:
 
 
 def _wrap(text: str, width: int) -> list[str]:
-    lines = [part for line in terminal(text).splitlines() or [""]
-             for part in (textwrap.wrap(line, width, drop_whitespace=False) or [""])]
+    """The first SIDE_LINES wrapped lines of `text`, then "..." if there are more. textwrap
+    is quadratic on one long word (a 3 MB answer took 7 s); each line is cut first to the
+    part those lines can show, with a margin that leaves the greedy breaks unchanged, so the
+    work is linear in the answer."""
+    keep = (SIDE_LINES + 2) * width
+    lines: list[str] = []
+    for line in terminal(text).splitlines() or [""]:
+        lines += textwrap.wrap(line[:keep], width, drop_whitespace=False) or [""]
+        if len(lines) > SIDE_LINES:
+            break
     return lines[:SIDE_LINES] + (["..."] if len(lines) > SIDE_LINES else [])
 
 

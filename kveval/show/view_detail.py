@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kveval.safe import unit_at
 from kveval.show import charts
 from kveval.show.view import as_list, task_names, task_value
 
@@ -298,8 +299,11 @@ def extras_section(data: Mapping[str, Any], labels: Sequence[str]) -> list[dict[
 
 
 def _split(side: Mapping[str, Any], first: int) -> dict[str, Any]:
-    text, at = side["text"], first - side.get("skipped", 0)
-    return {"same": text[:at], "first": text[at:at + 1], "rest": text[at + 1:],
+    """The answer around its first difference; the marked part is a whole escape sequence
+    or character cluster (safe.unit_at), so stripping controls cannot leave half of one."""
+    text = side["text"]
+    start, end = unit_at(text, max(first - side.get("skipped", 0), 0))
+    return {"same": text[:start], "first": text[start:end], "rest": text[end:],
             "skipped": side.get("skipped", 0), "cut": side["cut"],
             "extracted": side.get("extracted"),
             "mark": {True: "right", False: "wrong", None: "unscored"}[side.get("correct")],

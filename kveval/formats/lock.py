@@ -1,0 +1,62 @@
+"""An advisory lock on a run file while it is written, so a second writer is refused.
+
+`run -o X` holds an exclusive `fcntl.flock` on X from the moment it writes the file until
+it ends. A second `run -o X --resume` (or `--overwrite`) finds the lock taken and stops
+with one line before it sends anything; without the lock it replaced the file under the
+first run, whose answers then went to a deleted file. The lock is advisory: readers
+(compare, score, gate) never take it and read the file as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from kveval.errors import RunFileError
+
+BUSY = ("another kveval run is writing it; let that run end (or stop it), or write "
+        "another file with -o")
+
+
+def take(fd: int) -> bool:
+    """An exclusive lock on the open file, without waiting; False when another holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+@contextlib.contextmanager
+def held(target: Path, shown: str | Path) -> Iterator[None]:
+    """The lock of the file at `target` (if one is there), held while it is replaced; a
+    file another writer holds, or replaced while this one waited, is RunFileError."""
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, PermissionError):  # nothing there, or nothing kveval wrote
+        yield
+        return
+    try:
+        if not take(fd) or not _same_file(fd, target):
+            raise RunFileError(f"{shown}: {BUSY}")
+        yield
+    finally:
+        os.close(fd)
+
+
+def refuse_busy(path: str | Path) -> None:
+    """Before any work: refuse a run file that another run writes now (asked again when
+    the file is written)."""
+    with held(Path(os.path.realpath(path)), path):
+        pass
