@@ -6,8 +6,9 @@ at 80% power with the gate's level for a GSM8K-only suite (accuracy's first Holm
 truncated and empty: alpha times its weight 5 over the family's 7); the gate
 (kveval/judge/decide.py, the same code `kveval gate` runs) then judges that many simulated
 items: a baseline and a candidate whose answers flip either way with the given rate and lose
-the given points, with truncated and empty answers at GSM8K's rates. The simulated share of rollouts that fail GSM8K should be 80% within its Monte Carlo
-error (about 1.6 points at 600 replicates).
+the given points, with truncated and empty answers at GSM8K's rates. The simulated share of
+rollouts that fail GSM8K should be 80% within its Monte Carlo error (about 1.6 points at 600
+replicates).
 
     .venv/bin/python bench/plan_agreement.py [--reps 600] [--seed 0]
 """
