@@ -46,8 +46,9 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy kveval
 
+# offline: the demo's GSM8K questions are the slice kveval ships (kveval/data/gsm8k)
 demo: install-local
-	$(BIN)/kveval demo $(DATA_ARG) $(DEMO_ARGS)
+	$(BIN)/kveval demo $(DEMO_ARGS)
 
 # The benchmark scripts in bench/ (stub_server.py is their helper), then the embedded
 # engine: wall time of BENCH_LIMIT GSM8K items for each KV cache type.

@@ -1,7 +1,16 @@
 """`kveval demo`: the whole KV-cache story on the embedded engine, in minutes on a laptop CPU.
 
 Baseline (f16 KV cache) twice, restarted and shuffled between, the candidate once, then
-compare, score and gate: the same commands a user runs against their own server.
+compare, score and gate: the same commands a user runs against their own server. Offline:
+its GSM8K questions and shots are the slice kveval ships (kveval/data/gsm8k).
+
+Sized by where the time goes on the embedded engine (bench/demo_timing.py): a cold prefill
+costs about 10 CPU ms a prompt token, and the shuffled noise run loses llama.cpp's cached
+prompt prefix at nearly every item, so it pays each GSM8K prompt in full (8 shots: 1,384
+tokens; 2 shots: 282); an answer token with top-5 log-probabilities costs about 0.09 CPU s
+against 0.02 without (llama-cpp-python ranks the whole vocabulary in Python), so they are
+asked on one small task only. The engine starts in about a second: each run starts its own,
+and the noise run is a real restart.
 """
 
 from __future__ import annotations
@@ -21,51 +30,48 @@ PAGE = "report.html"  # the gate's verdict and its evidence as one HTML page
 
 @dataclass(frozen=True)
 class Sizes:
-    """The demo suite. Defaults fit 3 runs in under 10 minutes on 2 CPU cores."""
+    """The demo suite: sized for 3 runs in under 3 minutes on 2 quiet CPU cores."""
 
-    gsm8k: int = 24  # ~2 s per 8-shot question
-    prompts: int = 16  # ~1.5 s per answer (up to 200 tokens)
-    # short answers with top-5 log-probabilities: llama-cpp-python ranks the whole
-    # vocabulary in Python for each token (~50 ms), so these stay few and short
+    gsm8k: int = 8  # SmolLM2-135M scores 0-4%: more questions would show nothing more
+    shots: int = 2  # 8 shots are 1,384 prompt tokens; 2 are 282
+    gsm8k_tokens: int = 128
+    prompts: int = 8
+    prompt_tokens: int = 96
+    # the same prompts, short answers with top-5 log-probabilities: the divergence line
     short_prompts: int = 8
-    short_tokens: int = 32
-    needle_lengths: tuple[int, ...] = (1024, 2048)  # q8_0 takes ~40 s per 3k-token prompt
-    needle_depths: tuple[int, ...] = (10, 50, 90)
-    needle_trials: int = 1
-    needle_limit: int | None = None  # None: the whole grid
-
-    @property
-    def needle(self) -> int:
-        grid = len(self.needle_lengths) * len(self.needle_depths) * self.needle_trials
-        return grid if self.needle_limit is None else min(grid, self.needle_limit)
+    short_tokens: int = 16  # each costs ~0.1 CPU s: the vocabulary ranked in Python
 
     @property
     def items(self) -> int:
-        return self.gsm8k + self.prompts + self.short_prompts + self.needle
+        return self.gsm8k + self.prompts + self.short_prompts
 
     def cut(self, limit: int | None) -> Sizes:
         if limit is None:
             return self
         return replace(self, gsm8k=min(self.gsm8k, limit), prompts=min(self.prompts, limit),
-                       short_prompts=min(self.short_prompts, limit), needle_limit=limit)
+                       short_prompts=min(self.short_prompts, limit))
 
 
-def suite_toml(sizes: Sizes) -> str:
-    needle_limit = "" if sizes.needle_limit is None else f"limit = {sizes.needle}\n"
+def suite_toml(sizes: Sizes, gsm8k_data: str) -> str:
     return (
-        "# The suite `kveval demo` runs: small enough for a laptop CPU, a 4k context.\n"
-        "# For a real rollout decision use tasks/rollout.toml (500 GSM8K questions,\n"
+        "# The suite `kveval demo` runs: small enough for a laptop CPU.\n"
+        "# For a real rollout decision use tasks/rollout.toml (500 GSM8K questions at 8 shots,\n"
         "# long-context probes up to your server's context).\n\n"
-        f'[[task]]\nname = "gsm8k"\nlimit = {sizes.gsm8k}\n\n'
-        f'[[task]]\nname = "prompts"\nlimit = {sizes.prompts}\n\n'
+        f'[[task]]\nname = "gsm8k"\nlimit = {sizes.gsm8k}\nshots = {sizes.shots}\n'
+        f"max_tokens = {sizes.gsm8k_tokens}\ndata = {_toml_string(gsm8k_data)}\n\n"
+        f'[[task]]\nname = "prompts"\nlimit = {sizes.prompts}\n'
+        f"max_tokens = {sizes.prompt_tokens}\n\n"
         "# the same prompts, short answers with top-5 log-probabilities: token divergence\n"
         f'[[task]]\nname = "short-prompts"\nadapter = "prompts"\nlimit = {sizes.short_prompts}\n'
-        f"max_tokens = {sizes.short_tokens}\nlogprobs = 5\n\n"
-        f'[[task]]\nname = "needle"\n{needle_limit}'
-        f"lengths = {list(sizes.needle_lengths)}\n"
-        f"depths = {list(sizes.needle_depths)}\n"
-        f"trials = {sizes.needle_trials}\n"
+        f"max_tokens = {sizes.short_tokens}\nlogprobs = 5\n"
     )
+
+
+def _toml_string(text: str) -> str:
+    """A TOML literal string (no escapes), or a basic one where the text holds a quote."""
+    if "'" not in text and "\n" not in text:
+        return f"'{text}'"
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,7 @@ def check_engine(candidate: str) -> None:
         prepare(EngineConfig(kv_cache_type=kv, ctx=CTX))
 
 
-def run_step(step: Step, number: int, suite: Path, out: Path, data: str | None) -> int:
+def run_step(step: Step, number: int, suite: Path, out: Path) -> int:
     from kveval.cli.run import run
 
     note(f"\n[{number}/3] {step.what}: start the engine, run the suite, stop the engine")
@@ -112,10 +118,11 @@ def run_step(step: Step, number: int, suite: Path, out: Path, data: str | None) 
         "--overwrite", "--kv-cache-type", step.kv_cache_type, "--ctx", str(CTX),
         "--concurrency", "1", "--order", step.order,
     ]  # fmt: skip
-    return invoke(run, args + (["--data", data] if data else []))
+    return invoke(run, args)
 
 
 def verdicts(out: Path, runs: tuple[Step, ...]) -> int:
+    """compare, score and gate as a user types them; gate's own output and exit code."""
     from kveval.cli.verdicts import compare, gate, score
 
     a, b, cand = (str(out / f"{step.label}.jsonl") for step in runs)
@@ -125,27 +132,22 @@ def verdicts(out: Path, runs: tuple[Step, ...]) -> int:
     invoke(score, [cand, "--baseline", a])
     page = str(out / PAGE)
     note(f"\n$ kveval gate --baseline {a} --candidate {cand} --noise {b} --html {page}")
-    return invoke(gate, ["--baseline", a, "--candidate", cand, "--noise", b, "--html", page])
+    code = invoke(gate, ["--baseline", a, "--candidate", cand, "--noise", b, "--html", page])
+    click.echo(f"exit code of kveval gate: {code}")
+    return code
 
 
-GATE_WORDS = {
-    0: "PASSED (exit 0): on every task the {c} cache stayed within what this sample and the "
-    "restart's noise can tell apart",
-    1: "found a REGRESSION (exit 1): on the task(s) marked REGRESSION the {c} cache scored "
-    "lower, or (on prompts without ground truth) changed more answers, than the noise allows",
-    2: "could NOT JUDGE (exit 2): see its message above",
-}
-
+EXIT_MEANING = {0: "0: pass", 1: "1: a regression beyond the noise", 2: "2: could not judge"}
 
 EXPLANATION = """
 What you just saw ({minutes:.1f} minutes)
   kveval started a llama.cpp server on a small bundled model (SmolLM2-135M, on the CPU) and
-  ran one suite (GSM8K questions, regression prompts, a needle in a haystack) three times:
-  with the default f16 KV cache, again with f16 after a restart in another order, then with
-  a {candidate} KV cache. Every answer is saved in {out}/*.jsonl.
+  ran one suite (GSM8K questions, regression prompts, the same prompts with log-probabilities)
+  three times: with the default f16 KV cache, again with f16 after a restart in another
+  order, then with a {candidate} KV cache. Every answer is saved in {out}/*.jsonl.
   - compare: how many answers the {candidate} cache changed, next to how many a mere restart
     changed. That second number is the noise floor: only change beyond it is evidence.
-    (llama.cpp on a CPU is deterministic, so here a restart may change nothing; a GPU
+    (llama.cpp on a CPU is nearly deterministic, so here a restart changes little; a GPU
     server that batches requests usually changes a few answers.)
     A changed answer is not a wrong one: read them side by side with
     kveval compare {out}/{BASELINE}-a.jsonl {out}/{candidate}.jsonl --show 5
@@ -153,10 +155,12 @@ What you just saw ({minutes:.1f} minutes)
     distribution moved (KL in nats, top-1 agreement), next to the restart's; it sees a
     quantized cache long before answers change.
   - score: accuracy with 95% intervals, and on the same questions the paired difference:
-    which loss this sample rules out, and which it cannot (a small sample rules out little).
+    which loss this sample rules out, and which it cannot (a few questions rule out
+    little).
 {gate_line}
 
 Do the same on your own server (vLLM, SGLang, llama.cpp, Ollama):
+  kveval check --endpoint http://HOST:8000/v1     # what it supports: log-probabilities, ...
   kveval run --endpoint http://HOST:8000/v1 --suite {suite} --label bf16a -o results/bf16a.jsonl
   #   restart the server unchanged, then the noise floor (another order: other batches):
   kveval run --endpoint http://HOST:8000/v1 --suite {suite} --order shuffle --label bf16b -o results/bf16b.jsonl
@@ -173,11 +177,13 @@ The same verdict as one page, with charts and the changed answers side by side
 
 
 def explain(candidate: str, gate_code: int, out: Path, wall_s: float) -> str:
-    verdict = GATE_WORDS.get(gate_code, GATE_WORDS[2]).format(c=candidate)
+    meanings = "; ".join(EXIT_MEANING.values())
     rollout = Path("tasks/rollout.toml")
     suite = rollout if rollout.is_file() else out / "suite.toml"
-    gate_line = textwrap.fill(f"- gate: one decision for CI. Here it {verdict}.", width=92,
-                              initial_indent="  ", subsequent_indent="    ")
+    gate_line = textwrap.fill(
+        f"- gate: one decision for CI, its verdict the line starting `gate:` above, its exit "
+        f"code the status a CI job reads ({meanings}). Here it exited {gate_code}.",
+        width=92, initial_indent="  ", subsequent_indent="    ")
     return EXPLANATION.format(minutes=wall_s / 60, candidate=candidate, out=out, suite=suite,
                               BASELINE=BASELINE, gate_line=gate_line, page=out / PAGE)
 
@@ -191,7 +197,7 @@ def explain(candidate: str, gate_code: int, out: Path, wall_s: float) -> str:
 @click.option("--output-dir", type=click.Path(file_okay=False), default="results/demo",
               show_default=True, help="Where the suite and the three run files go.")
 @click.option("--data", metavar="DIR", help="GSM8K folder with train.jsonl and test.jsonl. "
-              "Default: datasets.load_dataset('openai/gsm8k', 'main').")
+              "Default: the slice kveval ships (the demo's questions and shots; no network).")
 def demo(candidate: str, limit: int | None, output_dir: str, data: str | None) -> int:
     """Run the whole A/B/noise-floor/gate story on the embedded llama.cpp engine.
 
@@ -199,20 +205,23 @@ def demo(candidate: str, limit: int | None, output_dir: str, data: str | None) -
     Three runs of a small suite on SmolLM2-135M (CPU): f16 KV cache, f16 again after a
     restart, items shuffled (the noise floor), then the candidate KV cache; then compare,
     score and gate, and the HTML page of the verdict (its path is the last line printed).
-    About 6 minutes on 2 CPU cores at the default sizes (q4_0: 8); --limit 2: 2.
+    Under 3 minutes on 2 quiet CPU cores; no network (GSM8K: the slice kveval ships).
     Exit 0 when the demo ran (whatever the gate decided), 2 when the gate could not judge.
     """
+    from kveval.run.data import bundled_gsm8k
+
     started = time.monotonic()
     check_engine(candidate)
     sizes = Sizes().cut(limit)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     suite = out / "suite.toml"
-    suite.write_text(suite_toml(sizes), encoding="utf-8")
+    gsm8k_data = str(Path(data).expanduser().resolve()) if data else bundled_gsm8k()
+    suite.write_text(suite_toml(sizes, gsm8k_data), encoding="utf-8")
     note(f"kveval demo: {sizes.items} items per run, 3 runs; suite: {suite}")
     runs = steps(candidate)
     for number, step in enumerate(runs, start=1):
-        code = run_step(step, number, suite, out, data)
+        code = run_step(step, number, suite, out)
         if code != 0:
             note(f"run {step.label} exited {code}: some items failed; the gate will say so")
     gate_code = verdicts(out, runs)

@@ -1,16 +1,42 @@
-"""Loading task data from disk or the Hugging Face hub: the I/O edge of the adapters."""
+"""Loading task data from disk or the Hugging Face hub: the I/O edge of the adapters.
+
+The hub's client is kept quiet: its retries and warnings never reach the terminal, and when
+the hub cannot be reached at all, `datasets` looks only in its local cache (offline mode)
+instead of retrying for 24 s; either way the user reads one kveval line.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
+import socket
+import warnings
+from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from kveval.adapters.gsm8k import Gsm8kData
 from kveval.adapters.prompts import PromptData, PromptEntry
 from kveval.errors import DataError
 
 GSM8K_DATASET = ("openai/gsm8k", "main")
+HUB_URL = "https://huggingface.co"  # HF_ENDPOINT overrides it, as for the hub's own client
+HUB_CHECK_S = 3.0  # one TCP connect: can the hub be reached at all?
+PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+# the loggers of the hub's client and what it uses; silenced while loading
+HUB_LOGGERS = ("huggingface_hub", "datasets", "fsspec", "filelock", "urllib3", "httpx",
+               "httpx2", "httpcore")
+NEEDS_DATA = "pass --data DIR with GSM8K's train.jsonl and test.jsonl"
+
+
+def bundled_gsm8k() -> str:
+    """The GSM8K slice kveval ships (kveval/data/gsm8k: the demo's questions and its shots,
+    under GSM8K's MIT license beside them)."""
+    return str(resources.files("kveval") / "data" / "gsm8k")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -52,23 +78,81 @@ def load_gsm8k(folder: str | None) -> Gsm8kData:
     return _gsm8k_from_hub()
 
 
+def hub_unreachable() -> str | None:
+    """Why the hub cannot be reached (one TCP connect to its host), or None when it can or
+    when a proxy stands between (only the proxy knows)."""
+    if any(os.environ.get(name) for name in PROXY_VARS):
+        return None
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or HUB_URL)
+    host = url.hostname or "huggingface.co"
+    try:
+        port = url.port or (80 if url.scheme == "http" else 443)
+        socket.create_connection((host, port), timeout=HUB_CHECK_S).close()
+    except (OSError, ValueError) as exc:
+        return f"{host}: {getattr(exc, 'strerror', None) or exc}"
+    return None
+
+
+@contextlib.contextmanager
+def _offline(offline: bool) -> Iterator[None]:
+    """Offline: the hub's client looks only in its local cache. The flag is read when
+    `datasets` is imported, so it holds where this process imports it inside the block."""
+    if not offline:
+        yield
+        return
+    saved = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["HF_HUB_OFFLINE"]
+        else:
+            os.environ["HF_HUB_OFFLINE"] = saved
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The hub client's loggers and warnings off (after its import: importing sets levels)."""
+    loggers = [logging.getLogger(name) for name in HUB_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 def _gsm8k_from_hub() -> Gsm8kData:
-    try:
-        import datasets
-    except ImportError:
-        raise DataError("the 'datasets' package is missing; pass --data DIR with GSM8K's "
-                        "train.jsonl and test.jsonl") from None
+    unreachable = hub_unreachable()
     name, config = GSM8K_DATASET
-    try:
-        loaded = datasets.load_dataset(name, config)
-    except Exception as exc:  # the hub raises many kinds; all mean the same to a user
-        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise DataError(f"cannot load {name} from the Hugging Face hub ({first}); pass --data "
-                        "DIR with GSM8K's train.jsonl and test.jsonl") from None
+    with _offline(unreachable is not None):
+        with _quiet():
+            try:
+                import datasets
+            except ImportError:
+                raise DataError(f"the 'datasets' package is missing; {NEEDS_DATA}") from None
+        with _quiet():
+            try:
+                loaded = datasets.load_dataset(name, config)
+            except Exception as exc:  # the hub raises many kinds; all mean one thing here
+                raise DataError(_hub_failure(name, exc, unreachable)) from None
     revision = getattr(loaded["test"].info, "version", None)
     return Gsm8kData(train=list(loaded["train"]), test=list(loaded["test"]),
                      source=f"hf:{name}/{config} version {revision} (datasets "
                             f"{datasets.__version__})")
+
+
+def _hub_failure(name: str, exc: Exception, unreachable: str | None) -> str:
+    if unreachable is not None:
+        return (f"cannot load {name}: the Hugging Face hub is unreachable ({unreachable}) and "
+                f"the dataset is not in the local cache; {NEEDS_DATA}")
+    first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return f"cannot load {name} from the Hugging Face hub ({first}); {NEEDS_DATA}"
 
 
 def load_prompts(path_text: str) -> PromptData:
