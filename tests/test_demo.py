@@ -154,6 +154,11 @@ def test_demo_tells_the_whole_story_offline(tmp_path: Path) -> None:
     figures = divergence(out)  # a real q8_0 cache moves the distributions; the restart hardly
     noise_kl = figures["noise"]["kl_mean"]  # type: ignore[index]
     assert noise_kl < 0.01 and figures["kl_mean"] > noise_kl  # type: ignore[operator]
+    # one line of kveval plan, sized from these runs as a pilot
+    assert "$ kveval plan " in result.stderr
+    planned = [line for line in result.stdout.splitlines()
+               if line.startswith("gsm8k accuracy: a loss of 5 points ")]
+    assert len(planned) == 1 and "the pilot's 2 items catch" in planned[0]
     assert "What you just saw" in result.stdout
     assert "kveval check --endpoint http://HOST:8000/v1" in result.stdout
     assert "kveval run --endpoint http://HOST:8000/v1" in result.stdout

@@ -134,7 +134,21 @@ def verdicts(out: Path, runs: tuple[Step, ...]) -> int:
     note(f"\n$ kveval gate --baseline {a} --candidate {cand} --noise {b} --html {page}")
     code = invoke(gate, ["--baseline", a, "--candidate", cand, "--noise", b, "--html", page])
     click.echo(f"exit code of kveval gate: {code}")
+    plan_line(a, b, cand)
     return code
+
+
+def plan_line(a: str, b: str, cand: str) -> None:
+    """One line of `kveval plan`: the GSM8K items a decision on a 5-point loss needs."""
+    from kveval.cli.plan import pilot_plan
+    from kveval.judge.plan import Targets
+    from kveval.show.plan_view import sentence
+
+    note(f"\n$ kveval plan {a} --noise {b} --candidate {cand} --detect 5   # how many items?")
+    found, _ = pilot_plan(a, (b,), cand, Targets(detect=5.0))
+    for p in found.tasks:
+        if p.kind == "accuracy":
+            click.echo(f"{p.task} {p.kind}: {sentence(p, found)}")
 
 
 EXIT_MEANING = {0: "0: pass", 1: "1: a regression beyond the noise", 2: "2: could not judge"}
@@ -158,6 +172,8 @@ What you just saw ({minutes:.1f} minutes)
     which loss this sample rules out, and which it cannot (a few questions rule out
     little).
 {gate_line}
+  - plan (one line of it here): with these runs as a pilot, the items a check needs to
+    catch a loss with 80% power at the flip rate they show, and what the pilot could catch.
 
 Do the same on your own server (vLLM, SGLang, llama.cpp, Ollama):
   kveval check --endpoint http://HOST:8000/v1     # what it supports: log-probabilities, ...

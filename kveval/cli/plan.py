@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,7 @@ from kveval.cli import options, reading
 
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
-    from kveval.judge.plan import Plan
+    from kveval.judge.plan import Plan, Targets
 
 GSM8K_SPLITS = {"test": 1319, "train": 7473}
 
@@ -60,6 +61,18 @@ def grow_commands(result: Plan, base: Side, noises: list[Side], cand: Side | Non
     return found
 
 
+def pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,
+               targets: Targets) -> tuple[Plan, list[str]]:
+    """The plan from the pilot's run files, and the commands that grow its runs."""
+    from kveval.judge.plan import plan as make_plan
+
+    base, *rest = reading.load_all((baseline, *noise, *([candidate] if candidate else [])),
+                                   reading.load_run)
+    noises, cand = rest[:len(noise)], (rest[-1] if candidate else None)
+    result = make_plan(base, noises, cand, targets, available(base))
+    return result, grow_commands(result, base, noises, cand)
+
+
 @click.command()
 @click.argument("baseline", metavar="PILOT")
 @options.noise_option("A run of the pilot's setup restarted (repeatable): the flip rate and "
@@ -89,17 +102,12 @@ def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: f
     what the data can supply; then the `kveval run` lines that grow the runs to that size.
     """
     from kveval.judge.plan import Targets
-    from kveval.judge.plan import plan as make_plan
     from kveval.show import report
     from kveval.show.plan_view import plan_blocks, plan_json
 
     options.check_output(as_json, markdown)
-    base, *rest = reading.load_all((baseline, *noise, *([candidate] if candidate else [])),
-                                   reading.load_run)
-    noises, cand = rest[:len(noise)], (rest[-1] if candidate else None)
     targets = Targets(detect, detect_drift, detect_kl, power, alpha)
-    result = make_plan(base, noises, cand, targets, available(base))
-    commands = grow_commands(result, base, noises, cand)
+    result, commands = pilot_plan(baseline, noise, candidate, targets)
     data: dict[str, Any] = plan_json(result, commands)
     blocks = plan_blocks(result, commands)
     if as_json:

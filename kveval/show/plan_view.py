@@ -34,8 +34,9 @@ def sentence(p: TaskPlan, plan: Plan) -> str:
         else:
             head = f"{want} needs {p.items_needed:,} items at {rate}"
         if p.available is not None and (p.items_needed is None or p.items_needed > p.available):
-            head += (f"; the data has {p.available:,}: the best it can do is "
-                     f"{_figure(p.best, p.kind)}")
+            head += (f"; the data has {p.available:,}: " + (
+                f"the best it can do is {_figure(p.best, p.kind)}" if p.best is not None
+                else "too few to catch any loss"))
         return f"{head}; the pilot's {p.items:,} items catch {_figure(p.detectable, p.kind)}"
     if p.kind == "drift":
         want = f"{t.detect_drift:g}% of its {p.items} items changed beyond the floor"
