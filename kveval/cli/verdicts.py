@@ -104,6 +104,17 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool,
     return 0
 
 
+def _cannot_judge(inputs: Any, exc: Exception, html: str | None, as_json: bool,
+                  markdown: bool) -> None:
+    """What gate writes when it cannot judge: the page, the Markdown summary, the JSON."""
+    from kveval.show import report
+
+    gating.publish(inputs, html, gating.cannot_judge_markdown(str(exc)) if markdown else None,
+                   None, exc)
+    if as_json:
+        click.echo(report.dumps(report.cannot_judge_json(str(exc))))
+
+
 @click.command()
 @click.option("--baseline", required=True, metavar="B", help="The run of the old setup.")
 @click.option("--candidate", required=True, metavar="C", help="The run of the new setup.")
@@ -143,10 +154,7 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
             raise error
         result, blocks, data = gating.decide_gate(inputs, max_error_rate)
     except KvevalError as exc:
-        gating.publish(inputs, html, gating.cannot_judge_markdown(str(exc)) if markdown
-                       else None, None, exc)
-        if as_json:
-            click.echo(report.dumps(report.cannot_judge_json(str(exc))))
+        _cannot_judge(inputs, exc, html, as_json, markdown)
         raise
     gating.publish(inputs, html, report.to_markdown(blocks) if markdown else None, result, None,
                    data)
