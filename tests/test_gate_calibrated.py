@@ -155,6 +155,21 @@ def test_a_baseline_cut_short_of_its_header_cannot_judge(tmp_path, capsys):
     assert "0 of 30 items are errors and 29 missing (against its header's plan)" in err
 
 
+def test_a_teacher_forced_run_owes_only_the_answers_it_could_score(tmp_path, capsys):
+    """A baseline's empty answers have no tokens to force: a teacher-forced run without them
+    is complete; a plain run without them, or a forced run lacking an answered item, is not."""
+    forced = {"baseline": "a", "method": "forced_decoding", "unserved": None}
+    base = write(tmp_path / "a.jsonl", header("a"), answers("gsm8k", 20, empty={3, 7}))
+    kept = [i for i in answers("gsm8k", 20) if i.item_id not in ("gsm8k/3", "gsm8k/7")]
+    tf = write(tmp_path / "tf.jsonl", header("tf", teacher_force=forced), kept)
+    plain = write(tmp_path / "plain.jsonl", header("plain"), kept)
+    short = write(tmp_path / "short.jsonl", header("short", teacher_force=forced), kept[1:])
+    assert kveval(capsys, "gate", "--baseline", base, "--candidate", tf)[0] == 0
+    for run, missing in ((plain, 2), (short, 1)):
+        code, _, err = kveval(capsys, "gate", "--baseline", base, "--candidate", run)
+        assert code == 2 and f"and {missing} missing" in err, err
+
+
 # ---------------------------------------------------------------- JSON stays JSON
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kveval.errors import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, IncomparableError, UsageError
+from kveval.formats.records import ItemRecord
 from kveval.judge.accuracy import (
     METRICS,
     Accuracy,
@@ -119,9 +120,10 @@ def check_error_rate(base: Side, others: Sequence[Side], max_rate: float,
                   for t in tasks)
     for side in [base, *others]:
         mine = {item.key: item for item in side.items}
-        errors = sum(not mine[i.key].ok for i in wanted if i.key in mine)
-        missing = sum(i.key not in mine for i in wanted) + lacking
-        total = len(wanted) + lacking
+        owed = [i for i in wanted if forceable(i)] if forced(side) else wanted
+        errors = sum(not mine[i.key].ok for i in owed if i.key in mine)
+        missing = sum(i.key not in mine for i in owed) + lacking
+        total = len(owed) + lacking
         rate = (errors + missing) / total if total else 0.0
         if rate > max_rate:
             also = f" and {missing} missing" if missing else ""
@@ -129,6 +131,16 @@ def check_error_rate(base: Side, others: Sequence[Side], max_rate: float,
             raise IncomparableError(f"{side.path}: {errors} of {total} items are errors"
                                     f"{also}{plan} ({rate:.1%}), above --max-error-rate "
                                     f"{max_rate:g}")
+
+
+def forced(side: Side) -> bool:
+    """A teacher-forced run: it scores the baseline's answered items only."""
+    return bool(side.header and side.header.teacher_force)
+
+
+def forceable(item: ItemRecord) -> bool:
+    """A baseline item a teacher-forced run owes: answered, with tokens to score."""
+    return item.ok and bool(item.output)
 
 
 def task_margin(base: Side, task: str) -> float | None:
