@@ -53,6 +53,17 @@ def test_a_three_point_loss_on_1319_questions_fails():
     assert -0.045 < comp.difference.low < comp.difference.high < -0.02
 
 
+def test_the_printed_adjustment_names_the_verdict_checks_weight(tmp_path, capsys):
+    """45 of 50 right against 35 with 10 cut short: accuracy weighs 5 in a family of two."""
+    base = write(tmp_path / "a.jsonl", header("a"), answers("gsm8k", 50, wrong=set(range(5))))
+    cand = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")),
+                 answers("gsm8k", 50, wrong=set(range(15)), cut=set(range(40, 50))))
+    code, out, _ = kveval(capsys, "gate", "--baseline", base, "--candidate", cand)
+    assert code == 1 and "gate: REGRESSION in gsm8k (accuracy, truncated)" in out
+    assert "Holm-adjusted over 2 checks, weight 5, p = " in out  # accuracy's line
+    assert "Holm-adjusted over 2 checks, p = " in out  # truncated's: weight 1
+
+
 @pytest.mark.parametrize("noise_runs", [1, 2, 3])
 def test_more_noise_runs_never_blind_the_gate(noise_runs):
     """25 of 50 prompt answers changed and 28 of 500 GSM8K answers truncated, where the

@@ -170,6 +170,7 @@ def test_gate_max_kl(capsys: Any, three_runs: dict[str, Path]) -> None:
     assert code == 0 and "raised the mean per-token KL" in out
     assert ("gate: PASS; next-token distributions moved beyond the noise floor in prompts "
             "(Holm-adjusted p = 0.") in out
+    assert "Holm-adjusted over 1 warning, p = " in out  # apart from the gate's checks
     code, _, err = kveval(capsys, *common, "--max-kl", "0.01")
     assert code == 2 and "--noise" in err
 

@@ -56,16 +56,16 @@ def divergence_table(tasks: Sequence[TaskDivergence], candidate: str,
                   "mean |dlogp|", "flip margin (n)"), tuple(rows))
 
 
-def kl_check(ex: Examined, task: str) -> tuple[Check | None, int]:
-    """The task's divergence check and the size of its family: the gate's with --max-kl, else
-    the warnings' own."""
+def kl_check(ex: Examined, task: str) -> tuple[Check | None, int, str]:
+    """The task's divergence check, the size of its family and what it counts: the gate's
+    checks with --max-kl, else the warnings' own family, apart from the gate's."""
     if ex.family.max_kl is not None:
-        return first(ex.checks, task, "divergence"), testable(ex.checks)
-    return first(ex.warnings, task, "divergence"), testable(ex.warnings)
+        return first(ex.checks, task, "divergence"), testable(ex.checks), "check"
+    return first(ex.warnings, task, "divergence"), testable(ex.warnings), "warning"
 
 
 def kl_sentence(t: TaskDivergence, candidate: str, noises: Sequence[str],
-                check: Check | None = None, family: int = 1) -> str:
+                check: Check | None = None, family: int = 1, noun: str = "check") -> str:
     c = t.candidate
     if t.test is None or not _noise_rows(t, noises):
         return (f"{candidate} moved the next-token distributions by a mean KL of "
@@ -81,7 +81,7 @@ def kl_sentence(t: TaskDivergence, candidate: str, noises: Sequence[str],
     beyond = f"beyond the noise floor by more than {k.shift:g} nats" if k.shift else \
         "beyond the noise floor"
     return (f"{what} on {k.items} items (per-item means; one-sided permutation within items, "
-            f"every noise run its own draw): {beyond} {check_result(check, family)}")
+            f"every noise run its own draw): {beyond} {check_result(check, family, noun)}")
 
 
 def divergence_blocks(ex: Examined) -> list[Block]:
@@ -114,7 +114,7 @@ def summary_json(d: Divergence | None) -> dict[str, Any] | None:
 
 
 def task_json(t: TaskDivergence, candidate: str, noises: Sequence[str],
-              check: Check | None, family: int) -> dict[str, Any]:
+              check: Check | None, family: int, noun: str = "check") -> dict[str, Any]:
     data = summary_json(t.candidate) or {}
     data["noise"] = summary_json(t.noise)
     data["noise_runs"] = [{"label": label, **(summary_json(d) or {})}
@@ -126,7 +126,7 @@ def task_json(t: TaskDivergence, candidate: str, noises: Sequence[str],
         "adjusted_p": None if check is None else check.adjusted_p,
         "beyond_floor": None if check is None else check.alarmed,
         "in_family": t.max_kl is not None}
-    data["summary"] = kl_sentence(t, candidate, noises, check, family)
+    data["summary"] = kl_sentence(t, candidate, noises, check, family, noun)
     if t.max_kl is not None:
         data["max_kl"] = t.max_kl
     return data

@@ -62,17 +62,19 @@ def overlap_sentence(c: PairedComparison, candidate: str) -> str:
     return f"intervals do not overlap: {candidate} is {side}"
 
 
-def check_result(c: Check | None, family: int) -> str:
+def check_result(c: Check | None, family: int, noun: str = "check") -> str:
     """The check's p-values and what they show: "shown (p = 0.0010; Holm-adjusted over 12
-    checks, p = 0.012)", "not shown (...)", or that the items cannot show it at all."""
+    checks, p = 0.012)", "not shown (...)", or that the items cannot show it at all. A task's
+    verdict check says its weight in the family (judge/checks.py)."""
     if c is None:
         return "not tested"
     if not c.testable:
         return (f"cannot show at alpha {c.alpha:g} with these items (the smallest p-value "
                 f"they allow is {p_value(c.min_p)})")
     word = "shown" if c.alarmed else "not shown"
+    weight = f", weight {c.weight:g}" if c.weight != 1 and family > 1 else ""
     return (f"{word} at alpha {c.alpha:g} ({p_text(c.p_value)}; Holm-adjusted over "
-            f"{plural(family, 'check')}, {p_text(c.adjusted_p)})")
+            f"{plural(family, noun)}{weight}, {p_text(c.adjusted_p)})")
 
 
 def plural(n: int, word: str) -> str:
