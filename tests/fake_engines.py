@@ -76,7 +76,7 @@ def openai_logprobs(max_k: int = 20) -> Callable[[dict[str, Any], str], Any]:
     refuses more; here they are cut, as a server that ignores the rest would)."""
     def logprobs(body: dict[str, Any], text: str) -> Any:
         k = min(int(body.get("top_logprobs") or body.get("logprobs") or 0), max_k)
-        alts = [(f"t{i}", math.log(0.5 / (i + 1))) for i in range(k)]
+        alts = [(f"t{i}", math.log(0.5 ** (i + 1))) for i in range(k)]  # summing below 1
         if "messages" in body:
             return {"content": [{"token": text, "logprob": alts[0][1] if alts else 0.0,
                                  "top_logprobs": [{"token": t, "logprob": v} for t, v in alts]}]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -129,10 +130,18 @@ def test_the_hub_clients_log_lines_and_warnings_never_reach_the_terminal(
     monkeypatch.setattr(data, "hub_unreachable", lambda: None)  # a proxy: reachable, it says
     monkeypatch.setattr(datasets, "load_dataset", noisy)
     levels = {name: logging.getLogger(name).level for name in data.HUB_LOGGERS}
-    logging.getLogger("huggingface_hub.utils._http").warning(HUB_LINE)
-    assert HUB_LINE in capfd.readouterr().err  # the control: unsilenced, it reaches stderr
-    code, out, err = kveval(capfd, "run", "--endpoint", "http://127.0.0.1:9/v1", "--task",
-                            "gsm8k", "-o", str(tmp_path / "run.jsonl"))
+    # the hub's own handler holds the stderr of its import (under pytest, an older capture):
+    # one on this test's stderr stands for it
+    terminal = logging.StreamHandler(sys.stderr)
+    logging.getLogger("huggingface_hub").addHandler(terminal)
+    monkeypatch.setattr(logging.getLogger("huggingface_hub"), "propagate", False)
+    try:
+        logging.getLogger("huggingface_hub.utils._http").warning(HUB_LINE)
+        assert HUB_LINE in capfd.readouterr().err  # the control: unsilenced, it reaches stderr
+        code, out, err = kveval(capfd, "run", "--endpoint", "http://127.0.0.1:9/v1", "--task",
+                                "gsm8k", "-o", str(tmp_path / "run.jsonl"))
+    finally:
+        logging.getLogger("huggingface_hub").removeHandler(terminal)
     assert code == 2 and out == ""
     assert err.splitlines() == [
         "kveval: error: cannot load openai/gsm8k from the Hugging Face hub (Couldn't reach "

@@ -78,7 +78,9 @@ def test_the_verdict_step_prints_the_gates_own_line_and_exit_code(
     summary = [line for line in out.splitlines() if line.startswith("gate: ")]
     assert code == again.returncode == expected
     assert summary == [line for line in again.stdout.splitlines() if line.startswith("gate: ")]
-    assert out.endswith(f"exit code of kveval gate: {expected}\n")
+    tail = out.split(f"exit code of kveval gate: {expected}\n")
+    assert len(tail) == 2 and tail[1].startswith("gsm8k accuracy: a loss of 5 points ")
+    assert tail[1].count("\n") == 1  # then one line of kveval plan
     assert f"Here it exited {expected}." in " ".join(explain("q8_0", code, tmp_path, 1).split())
 
 

@@ -146,9 +146,9 @@ def plan_line(a: str, b: str, cand: str) -> None:
 
     note(f"\n$ kveval plan {a} --noise {b} --candidate {cand} --detect 5   # how many items?")
     found, _ = pilot_plan(a, (b,), cand, Targets(detect=5.0))
-    for p in found.tasks:
-        if p.kind == "accuracy":
-            click.echo(f"{p.task} {p.kind}: {sentence(p, found)}")
+    first = next((p for p in found.tasks if p.kind == "accuracy"), None)
+    if first is not None:
+        click.echo(f"{first.task} {first.kind}: {sentence(first, found)}")
 
 
 EXIT_MEANING = {0: "0: pass", 1: "1: a regression beyond the noise", 2: "2: could not judge"}

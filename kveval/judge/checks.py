@@ -65,7 +65,7 @@ def holm(p_values: Sequence[float], weights: Sequence[float] | None = None) -> l
     order = sorted(range(len(p_values)), key=lambda i: p_values[i] / w[i])
     adjusted, running, left = [1.0] * len(p_values), 0.0, sum(w)
     for i in order:
-        running = max(running, min(1.0, p_values[i] * left / w[i]))
+        running = max(running, p_values[i], min(1.0, p_values[i] * left / w[i]))  # rounding
         adjusted[i] = running
         left -= w[i]
     return adjusted
