@@ -135,6 +135,8 @@ def files_and_signals() -> list[Case]:
         Case("F2", "`run --teacher-force EL.jsonl -o EL.jsonl --overwrite`",
              r.teacher_force_onto_itself),
         Case("F3", "`run --prompts p.txt -o p.txt --overwrite`", r.prompts_onto_itself),
+        Case("F3+", "variant of F2/F3: `report -o BASELINE`, `gate --html CANDIDATE`",
+             r.page_onto_input),
         Case("F4", "`gate --html page.html` under `ulimit -f 10`", f.page_past_ulimit),
         Case("F5", "Ctrl-C (SIGINT) during `run`", r.interrupted(signal.SIGINT)),
         Case("F6", "SIGTERM during `run`", r.interrupted(signal.SIGTERM)),

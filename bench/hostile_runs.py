@@ -19,7 +19,9 @@ from hostile_kit import (
     Outcome,
     Result,
     finish,
+    first_failing,
     header,
+    item,
     judged,
     kveval,
     leaks,
@@ -214,6 +216,20 @@ def prompts_onto_itself(tree: Path, folder: Path) -> Outcome:
     kept = prompts.read_text()
     r = with_fake(folder, tree, lambda url: run_args(url, prompts, prompts, "--overwrite"))
     return judged(r, (2,), "the prompt file was replaced" if read(prompts) != kept else None)
+
+
+def page_onto_input(tree: Path, folder: Path) -> Outcome:
+    """`report -o BASELINE.jsonl` and `gate --html CANDIDATE.jsonl`: the page over a run."""
+    outcomes = []
+    for flag, name in (("-o", "a.jsonl"), ("--html", "b.jsonl")):
+        command = "report" if flag == "-o" else "gate"
+        base, cand = (write_run(folder / n, header(n[0]), [item(i) for i in range(4)])
+                      for n in ("a.jsonl", "b.jsonl"))
+        kept = read(folder / name)
+        r = kveval(tree, folder, command, "--baseline", base, "--candidate", cand, flag, name)
+        lost = f"{name} was replaced by the page" if read(folder / name) != kept else None
+        outcomes.append((f"{command} {flag} {name}", judged(r, (2,), lost)))
+    return first_failing(outcomes)
 
 
 # ---------------------------------------------------------------- writers and signals
