@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +95,11 @@ def finish(proc: subprocess.Popen[str], timeout: float, started: float) -> Resul
 
 def kveval(tree: Path, folder: Path, *args: str, timeout: float = 20.0,
            env: Mapping[str, str] | None = None, ulimits: str = "") -> Result:
+    """The command run in `folder`; its output speaks of the folder's files by their names."""
     started = time.monotonic()
-    return finish(start(tree, folder, args, env, ulimits), timeout, started)
+    r = finish(start(tree, folder, args, env, ulimits), timeout, started)
+    here = f"{folder}/"
+    return replace(r, out=r.out.replace(here, ""), err=r.err.replace(here, ""))
 
 
 # ---------------------------------------------------------------- reading an outcome
