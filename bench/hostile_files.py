@@ -147,6 +147,15 @@ def long_answer(tree: Path, folder: Path) -> Outcome:
     return judged(r, (0,), note=f"{r.seconds:.1f} s" if r.code is not None else "")
 
 
+def long_answer_of_words(tree: Path, folder: Path) -> Outcome:
+    """Two runs whose one answer is 100 MB of short words, compared under `ulimit -v`."""
+    words = "ab " * 33_000_000
+    a = write_run(folder / "a.jsonl", header("a", PROMPTS), [prompt_item(0, words)])
+    b = write_run(folder / "b.jsonl", header("b", PROMPTS), [prompt_item(0, "y" + words[1:])])
+    r = kveval(tree, folder, "compare", a, b, "--show", "1", timeout=45, ulimits="-v 4000000")
+    return judged(r, (0,), note=f"{r.seconds:.1f} s" if r.code is not None else "")
+
+
 def page_past_ulimit(tree: Path, folder: Path) -> Outcome:
     """gate --html under `ulimit -f 10`: the page cannot be written whole."""
     gsm = [task("gsm8k", limit=200)]

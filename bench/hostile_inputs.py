@@ -99,6 +99,8 @@ def hangs() -> list[Case]:
         Case("H3", "`run --prompts FIFO`", r.fifo_prompts),
         Case("H4", "`run -o FIFO --resume`", r.fifo_resume),
         Case("H5", "`compare --show 1` on a 100 MB answer (45 s allowed)", f.long_answer),
+        Case("H5+", "variant of H5: 100 MB of short words, under `ulimit -v 4000000`",
+             f.long_answer_of_words),
     ]
 
 
