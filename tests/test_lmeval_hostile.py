@@ -89,6 +89,29 @@ def test_samples_without_resps_are_an_error_not_empty_answers(capsys: Any,
     assert "sample 1 (doc_id 0) holds no response (`resps`)" in err
 
 
+@pytest.mark.parametrize("empty", [[], [[]], [[None]], None])
+def test_resps_that_hold_no_response_are_an_error_not_empty_answers(
+        capsys: Any, tmp_path: Path, empty: Any) -> None:
+    """Read as empty answers, they were a REGRESSION (exit 1) of the collapse check."""
+    def blank(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            row["resps"] = empty
+
+    code, out, err = gate(capsys, tmp_path, edit_samples(copied(tmp_path, "c"), blank))
+    assert code == 2 and "REGRESSION" not in out and err.count("\n") == 1, out + err
+    assert "sample 1 (doc_id 0) holds no response (`resps`)" in err
+
+
+def test_an_empty_string_response_is_an_empty_answer(capsys: Any, tmp_path: Path) -> None:
+    """`[[""]]` is a response: the model answered nothing, and the run is judged."""
+    def blank(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            row["resps"] = [[""]]
+
+    code, out, err = gate(capsys, tmp_path, edit_samples(copied(tmp_path, "c"), blank))
+    assert code == 1 and "REGRESSION" in out, out + err
+
+
 def test_a_second_line_with_another_response_is_an_error_naming_it(capsys: Any,
                                                                     tmp_path: Path) -> None:
     def again(rows: list[dict[str, Any]]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,6 +141,34 @@ def test_an_old_page_stays_whole_when_the_new_one_cannot_be_written(tmp_path: Pa
         preexec_fn=limit_file_size, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 2 and "nothing was written" in proc.stderr
     assert page.read_text() == "<html>the old page</html>"
+
+
+@pytest.mark.parametrize(("command", "target"), [("report", "bf16a"), ("report", "bf16b"),
+                                                   ("gate", "fp8")])
+def test_a_page_never_replaces_an_input_of_the_gate(capsys: Any, tmp_path: Path,
+                                                    command: str, target: str) -> None:
+    runs = three_runs(tmp_path)
+    kept = Path(runs[target]).read_bytes()
+    page = ("-o", runs[target]) if command == "report" else ("--html", runs[target])
+    code, out, err = kveval(capsys, command, "--baseline", runs["bf16a"], "--candidate",
+                            runs["fp8"], "--noise", runs["bf16b"], *page)
+    assert code == 2 and "is also an input of this gate" in err and err.count("\n") == 1
+    assert out == "" and Path(runs[target]).read_bytes() == kept
+
+
+def test_a_page_never_replaces_a_file_of_an_lmeval_log(capsys: Any, tmp_path: Path) -> None:
+    logs = Path(__file__).parent / "fixtures" / "lmeval" / "0.4.13"
+    for name in ("completions-a", "completions-b"):
+        shutil.copytree(logs / name, tmp_path / name)
+    (samples,) = (tmp_path / "completions-b").rglob("samples_*.jsonl")
+    kept = samples.read_bytes()
+    code, _, err = kveval(capsys, "report", "--baseline", str(tmp_path / "completions-a"),
+                          "--candidate", str(tmp_path / "completions-b"), "-o", str(samples))
+    assert code == 2 and "is also an input of this gate" in err and samples.read_bytes() == kept
+    page = tmp_path / "completions-b" / "page.html"  # beside the log's files is fine
+    code, _, err = kveval(capsys, "report", "--baseline", str(tmp_path / "completions-a"),
+                          "--candidate", str(tmp_path / "completions-b"), "-o", str(page))
+    assert code in (0, 1) and page.read_text().startswith("<!DOCTYPE html>"), err
 
 
 @pytest.mark.parametrize("body", ['{"a": NaN}', '{"a": 1e999}', '{"a": [1, -Infinity]}'])

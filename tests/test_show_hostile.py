@@ -1,9 +1,13 @@
-"""Answers that attack the renderings: a 100 MB word wrapped side by side in linear time, and
-a first-difference marker that never splits an escape sequence or a character cluster."""
+"""Answers that attack the renderings: a 100 MB word wrapped side by side in linear time, an
+answer of millions of words judged in bounded memory, and a first-difference marker that
+never splits an escape sequence or a character cluster."""
 
 from __future__ import annotations
 
 import re
+import resource
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -61,6 +65,24 @@ def test_compare_show_wraps_only_what_it_shows(capsys: Any, tmp_path: Path,
     assert given_lengths and max(given_lengths) <= (SIDE_LINES + 2) * 50
     shown = [line for line in out.splitlines() if line.startswith(("y", "x")) and " | " in line]
     assert len(shown) == SIDE_LINES and out.count("...") >= 1
+
+
+def limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def test_an_answer_of_millions_of_words_is_compared_within_a_gigabyte(tmp_path: Path) -> None:
+    """The repetition score built every word 4-gram of the whole answer: 7 million words
+    took 1.4 GB, and `ulimit -v` turned it into a MemoryError traceback (100 MB of words:
+    6.5 GB). It reads an answer's first REPETITION_CHARS characters."""
+    words = "ab " * 7_000_000
+    a = prompts_run(tmp_path / "a.jsonl", "a", [words])
+    b = prompts_run(tmp_path / "b.jsonl", "b", ["y" + words[1:]])
+    proc = subprocess.run([sys.executable, "-m", "kveval.cli", "compare", a, b, "--show", "1"],
+                          capture_output=True, text=True, preexec_fn=limit_memory,
+                          cwd=Path(__file__).resolve().parents[1], timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "changed 1 of 1 answers" in proc.stdout, proc.stdout
 
 
 def test_unit_at_never_splits_an_escape_or_a_cluster() -> None:

@@ -8,6 +8,7 @@ imported inside the functions, so `kveval --help` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,25 @@ class GateArgs:
     margin: float | None  # None: the policy has no margin
     family: Family
 
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (self.baseline, self.candidate, *self.noise, *self.repeats)
+
+
+def refuse_page_over_input(page: str | None, args: GateArgs) -> None:
+    """The page never replaces a file the gate reads (`report -o BASELINE.jsonl` would
+    destroy the baseline): one line, before anything is read or written."""
+    from kveval.errors import UsageError
+
+    if not page or not os.path.exists(page):
+        return
+    for given in args.paths:
+        for found in reading.files_read(given):
+            with contextlib.suppress(OSError):
+                if os.path.samefile(page, found):
+                    raise UsageError(f"{page}: is also an input of this gate ({found}); the "
+                                     "page must name another file")
+
 
 def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
     """The runs as read; the first file that cannot be read is the error (the page says so)."""
@@ -45,7 +65,7 @@ def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
     shared = Shared()
     sides: list[Side | None] = []
     error: Exception | None = None
-    for path in (args.baseline, args.candidate, *args.noise, *args.repeats):
+    for path in args.paths:
         try:
             sides.append(reading.load_run(path, shared))
         except KvevalError as exc:

@@ -5,6 +5,7 @@ functions, so `kveval --help` stays fast."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,6 +50,14 @@ def load_run(path: str, shared: Shared | None = None) -> Side:
         raise UsageError(f"{path}: a JSON array of answers has no scores; score and gate read "
                          "kveval run files (compare reads both)")
     return side_from_run(read_run(path, judging=True, shared=shared))
+
+
+def files_read(path: str) -> list[Path]:
+    """The files reading `path` opens: an lm-eval folder or results file stands for its
+    samples and results files, anything else for itself."""
+    from kveval.formats.lmeval import files_of, looks_like_lmeval
+
+    return files_of(path) if looks_like_lmeval(path) else [Path(path)]
 
 
 def check_fewshot(*sides: Side | None) -> None:

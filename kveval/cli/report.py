@@ -37,6 +37,7 @@ def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple
 
     args = gating.GateArgs(baseline, candidate, noise, repeats, policy,
                            options.gate_margin(policy, margin), options.family(**family))
+    gating.refuse_page_over_input(output, args)
     inputs, error = gating.load_inputs(args)
     result = verdict = None
     if error is None:

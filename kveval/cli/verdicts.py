@@ -148,6 +148,7 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
     options.check_output(as_json, markdown)
     args = gating.GateArgs(baseline, candidate, noise, repeats, policy,
                            options.gate_margin(policy, margin), options.family(**family))
+    gating.refuse_page_over_input(html, args)
     inputs, error = gating.load_inputs(args)
     try:
         if error is not None:

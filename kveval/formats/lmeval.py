@@ -110,6 +110,16 @@ def locate(path: Path) -> Located:
     return Located(((_task_of(path), path),), _results_beside(path))
 
 
+def files_of(path: str | Path) -> list[Path]:
+    """The files an lm-eval path stands for (its samples and results files); none where
+    they cannot be found (reading the path then says why)."""
+    try:
+        located = locate(Path(path))
+    except (KvevalError, OSError):
+        return []
+    return [p for _, p in located.samples] + ([located.results] if located.results else [])
+
+
 def _locate_folder(folder: Path) -> Located:
     results = sorted(folder.rglob("results_*.json")) + sorted(folder.rglob("results.json"))
     if len(results) == 1:

@@ -114,12 +114,15 @@ def _filtered(row: Mapping[str, Any]) -> str | None:
 
 def response(row: Mapping[str, Any]) -> str | None:
     """The model's answer, `resps[0][0]` ("" for a task whose responses are not text, e.g.
-    log-likelihoods); None when the line has no `resps`."""
+    log-likelihoods); None when the line has no `resps` or they hold no response (`[]`,
+    `[[]]`, `[[null]]`): a missing answer is never read as an empty one."""
     value = row.get("resps")
+    while isinstance(value, list):
+        if not value:
+            return None
+        value = value[0]
     if value is None:
         return None
-    while isinstance(value, list) and value:
-        value = value[0]
     return value if isinstance(value, str) else ""
 
 
