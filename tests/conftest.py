@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_server import Behaviour, FakeServer  # noqa: E402
 
 GSM8K_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
+
+# A shell that starts the tests in the background ignores SIGINT, and an ignored signal stays
+# ignored in every process the tests start: the Ctrl-C tests would interrupt nothing. A
+# handled one is reset to the default in a child, whose Python then raises KeyboardInterrupt.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
