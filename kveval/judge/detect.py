@@ -33,9 +33,8 @@ import numpy as np
 from kveval.judge.checks import Levels
 from kveval.judge.divergence import KlTest
 from kveval.judge.floor import ASSUMED_SPREAD, CountTest, counting_variance, logit_share
+from kveval.judge.power import POWER, smallest_size
 from kveval.judge.stats import PairedTable
-
-POWER = 0.80
 
 
 def mcnemar_power(n: int, flip_rate: float, loss: float, level: float) -> float:
@@ -72,17 +71,7 @@ def items_for_loss(loss: float, flip_rate: float, level: float, power: float = P
     """The fewest items whose accuracy check catches this loss with this power."""
     if loss <= 0:
         return None
-    high = 8
-    while mcnemar_power(high, flip_rate, loss, level) < power:
-        if high > largest:
-            return None
-        high *= 2
-    low = high // 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if mcnemar_power(mid, flip_rate, loss, level) < power \
-            else (low, mid)
-    return high
+    return smallest_size(lambda n: mcnemar_power(n, flip_rate, loss, level) < power, 8, largest)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ enough that a table without a single change rules M out (best_case_loss).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 
 from kveval.judge.stats import CONFIDENCE, PairedTable, paired_difference_ci
@@ -26,20 +27,27 @@ def best_case_loss(n: int) -> float:
     return -paired_difference_ci(PairedTable(n, 0, 0, 0)).low
 
 
-def zero_flip_items(margin_points: float) -> int | None:
-    """The fewest items whose best case rules out a loss larger than the margin; None past
-    LARGEST_N (a margin of 0 needs infinitely many)."""
-    margin = margin_points / 100
-    high = 1
-    while best_case_loss(high) > margin:
-        if high > LARGEST_N:
+def smallest_size(short: Callable[[int], bool], start: int = 1,
+                  largest: int = LARGEST_N) -> int | None:
+    """The smallest n >= start that is not `short` (short must be monotone: true below some
+    size, false from it on), by doubling from `start`, then bisection; None past `largest`."""
+    high = start
+    while short(high):
+        if high > largest:
             return None
         high *= 2
     low = high // 2
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (mid, high) if best_case_loss(mid) > margin else (low, mid)
+        low, high = (mid, high) if short(mid) else (low, mid)
     return high
+
+
+def zero_flip_items(margin_points: float) -> int | None:
+    """The fewest items whose best case rules out a loss larger than the margin; None past
+    LARGEST_N (a margin of 0 needs infinitely many)."""
+    margin = margin_points / 100
+    return smallest_size(lambda n: best_case_loss(n) > margin)
 
 
 def margin_items(flip_rate: float, margin_points: float, power: float = POWER) -> int | None:
