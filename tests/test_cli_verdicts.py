@@ -337,7 +337,8 @@ def test_score_with_a_baseline_names_the_largest_loss(runs, capsys):
     assert code == 0
     assert "intervals overlap" in out
     assert "500 questions cannot rule out a loss of" in out
-    assert "(one-sided exact McNemar): a loss not shown at alpha 0.05 (p = 0.12" in out
+    assert "a loss beyond a restart's not shown at alpha 0.05 (p = 0." in out
+    assert "(95% CI, unadjusted)" in out
 
 
 def test_score_counts_errors_apart(tmp_path, capsys):

@@ -62,7 +62,7 @@ def test_gate_fails_a_collapsing_candidate_without_noise(collapsing, capsys):
     code, out, _ = kveval(capsys, *args)
     assert code == 1, out
     assert ("gsm8k empty: b has 8 of 100 answers empty; the baseline had 0; their spread "
-            "assumed") in out
+            "not measured") in out
     assert "more than the floor shown at alpha 0.05" in out
     assert "overlap + empty" in out and "gate: REGRESSION in gsm8k (empty)" in out
     data = json.loads(kveval(capsys, *args + ["--json"])[1])

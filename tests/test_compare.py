@@ -116,7 +116,8 @@ def test_one_noise_run_tests_changes_item_by_item_as_exact_mcnemar():
     test = changed(base, cand, noise)
     assert (test.items, test.candidate, test.pool) == (500, 37, (12,))
     assert test.exact_p == pytest.approx(mcnemar_greater(30, 5))  # 30 only in b, 5 only in n
-    assert test.p_value == max(test.exact_p, test.spread_p) < 0.01 and not test.spread_measured
+    assert test.p_value == max(test.exact_p, test.spread_p) < 0.05  # shown as the only check
+    assert test.spread is not None and test.spread.runs == 2  # the baseline's and n's shares
 
 
 def test_changes_like_the_noise_runs_are_within_the_floor():

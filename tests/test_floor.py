@@ -12,18 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kveval.judge.checks import Check, adjust, holm
+from kveval.judge.checks import Check, adjust, holm, not_run, weigh
 from kveval.judge.floor import (
-    ASSUMED_SPREAD,
+    accuracy_test,
     changed_test,
-    counting_variance,
     exact_p,
     logit_share,
+    logit_spread_p,
     own_count_test,
     poisson_binomial_sf,
     run_effects,
-    spread_p,
 )
+from kveval.judge.spread import PRIORS, moderated, within_item_variance
 from kveval.judge.stats import mcnemar_greater
 
 FAST = settings(max_examples=60, deadline=None)
@@ -74,31 +74,88 @@ def test_run_effects_recover_each_runs_own_departures():
 # ---------------------------------------------------------------- the spread part
 
 
-def test_measured_spread_is_the_prediction_interval_on_the_logit_scale():
+def test_the_spread_is_the_pools_own_moderated_by_the_prior_on_the_logit_scale():
     from scipy.stats import t
 
-    pool, n = [10.0, 20.0, 30.0], 500
+    pool, n, counting = [10.0, 20.0, 30.0], 500, 5.0
     ys = [logit_share(q, n) for q in pool]
     mean = sum(ys) / 3
-    variance = sum((y - mean) ** 2 for y in ys) / 2
-    expected = t.sf((logit_share(50, n) - mean) / math.sqrt(variance * (1 + 1 / 3)), df=2)
-    p, measured = spread_p(50, pool, n)
-    assert measured and p == pytest.approx(expected, rel=1e-9)
+    own = sum((y - mean) ** 2 for y in ys) / 2
+    floor = counting * (1 / 20.5 + 1 / 480.5) ** 2
+    prior = PRIORS["count"]
+    variance = (prior.df * (floor + prior.spread ** 2) + 2 * own) / (prior.df + 2)
+    expected = t.sf((logit_share(50, n) - mean) / math.sqrt(variance * (1 + 1 / 3)),
+                    df=prior.df + 2)
+    p, spread, _ = logit_spread_p(50, pool, n, counting)
+    assert spread.measured and spread.df == prior.df + 2
+    assert p == pytest.approx(expected, rel=1e-9)
 
 
-def test_assumed_spread_with_one_or_two_pool_runs():
-    from scipy.stats import norm
-
-    n, pool = 500, [20.0, 24.0]
-    counting = counting_variance(22.0, n)
-    gap = logit_share(40, n) - (logit_share(20, n) + logit_share(24, n)) / 2
-    expected = norm.sf(gap / math.sqrt((ASSUMED_SPREAD ** 2 + counting) * 1.5))
-    assert spread_p(40, pool, n) == (pytest.approx(expected), False)
+def test_one_pool_run_leaves_the_spread_to_the_prior_and_says_so():
+    p, spread, _ = logit_spread_p(40, [20.0], 500, 4.0)
+    assert not spread.measured and spread.df == PRIORS["count"].df
+    assert 0 < p < 1
 
 
-def test_counting_variance_is_zero_at_a_rate_of_zero_and_binomial_above():
-    assert counting_variance(0, 50) == 0.0
-    assert counting_variance(100, 400) == pytest.approx(1 / 100 + 1 / 300, rel=0.05)
+def test_a_pool_of_equal_counts_is_not_certainty():
+    """12, 12 and 12 answers cut short: the pool's own variance is 0, but the counting
+    variance its items show is not, and neither is the prior: 20 cut is no proof."""
+    spread = moderated([1.0, 1.0, 1.0], 0.0, 0.0, floor=0.04)
+    assert spread.variance == pytest.approx(0.04)
+    pool = np.zeros((3, 500), bool)
+    for r in range(3):
+        pool[r, r * 20:r * 20 + 12] = True  # each run cuts its own 12
+    cand = np.zeros(500, bool)
+    cand[300:320] = True
+    assert own_count_test(cand, pool).spread_p > 0.01
+
+
+def test_the_counting_floor_is_the_unbiased_within_item_variance():
+    flags = np.array([[1, 1, 0, 0], [1, 0, 0, 0], [1, 0, 1, 0]], dtype=bool)
+    # items flagged by 3, 1, 1 and 0 of 3 runs: t (M - t) / (M (M - 1)) = 0, 1/3, 1/3, 0
+    assert within_item_variance(flags) == pytest.approx(2 / 3)
+    assert within_item_variance(flags[:1]) == 0.0
+
+
+def test_sixty_cut_against_four_eight_and_sixteen_is_shown():
+    """A candidate that cuts 60 of 500 against a setup whose runs cut 4, 8 and 16: 3.75
+    times the most the setup itself did (the issue's example; it used to pass)."""
+    pool = np.zeros((3, 500), bool)
+    for r, count in enumerate((4, 8, 16)):
+        pool[r, 100 * r:100 * r + count] = True
+    cand = np.zeros(500, bool)
+    cand[400:460] = True
+    test = own_count_test(cand, pool)
+    assert test.p_value < 0.02, test  # shown as the only check, and as GSM8K's in a family
+    assert own_count_test(cand, pool[:2]).p_value < 0.02  # one noise run: shown too
+    assert own_count_test(cand, pool[:1]).p_value < 0.05  # none: shown as the only check
+
+
+def test_a_restart_among_restarts_is_not_a_regression():
+    """The issue's example: 425 of 500 right, noise runs 409, 428 and 417, the candidate
+    another restart at 410; swapped, a noise run as the candidate: neither is shown."""
+    rng = np.random.default_rng(0)
+    right = [425, 409, 428, 417, 410]
+    wrong = np.zeros((5, 500), bool)
+    fragile = rng.permutation(500)[:120]
+    for r, k in enumerate(right):
+        wrong[r, rng.choice(fragile, 500 - k - 40, replace=False)] = True
+        wrong[r, :40] = True  # always wrong
+    for order in ([0, 1, 2, 3, 4], [0, 4, 2, 3, 1]):
+        test = accuracy_test(wrong[order], changed=30.0, harm=0.5)
+        assert test.spread_p > 0.05, test
+
+
+def test_a_wrong_count_far_beyond_a_quiet_pool_is_shown_and_a_copy_never_is():
+    wrong = np.zeros((4, 500), bool)
+    wrong[:, :60] = True
+    wrong[1, 60:64] = True  # a noise run changed four answers for the worse
+    cand = wrong[0].copy()
+    cand[100:130] = True  # thirty right answers lost
+    shown = accuracy_test(np.vstack([wrong[:3], cand]), changed=2.0, harm=1.0)
+    assert shown.p_value < 1e-3, shown
+    copy = accuracy_test(np.vstack([wrong[:3], wrong[0]]), changed=2.0, harm=1.0)
+    assert copy.p_value == 1.0
 
 
 # ---------------------------------------------------------------- properties
@@ -130,12 +187,12 @@ def test_twenty_five_changed_of_fifty_is_shown_with_one_two_and_three_noise_runs
     same = [f"reply {i}" for i in range(50)]
     cand = [f"reply {i}" + (" changed" if i < 25 else "") for i in range(50)]
     test = changed_test([same] * (1 + noise_runs) + [cand])
-    assert test.p_value < 1e-4, test
+    assert test.p_value < 1e-3, test  # shown at drift's level in a family of 40
     cut = np.array([i < 28 for i in range(500)])
-    assert own_count_test(cut, np.zeros((1 + noise_runs, 500), bool)).p_value < 1e-4
+    assert own_count_test(cut, np.zeros((1 + noise_runs, 500), bool)).p_value < 1e-3
 
 
-@given(st.integers(2, 3), st.integers(0, 12), st.integers(0, 40), st.integers(0, 99))
+@given(st.integers(1, 3), st.integers(0, 12), st.integers(0, 40), st.integers(0, 99))
 @FAST
 def test_a_noise_run_that_behaves_like_the_others_never_hides_a_change(k, each, extra, seed):
     """Every run of the pool departs on `each` items of its own; the candidate on `each +
@@ -159,17 +216,17 @@ def test_a_noise_run_that_behaves_like_the_others_never_hides_a_change(k, each, 
 SHOWN = 0.05 / 40
 
 
-@given(st.lists(st.floats(0, 40), min_size=3, max_size=6), st.floats(0, 100))
+@given(st.lists(st.floats(0, 40), min_size=2, max_size=6), st.floats(0, 100))
 @FAST
 def test_a_pool_run_at_the_pool_mean_never_raises_the_spread_p(pool, candidate):
-    """Once measured, one more run whose figure is the pool's mean (its logit-scale mean) can
-    only sharpen the spread part: the same spread over more runs, more degrees of freedom."""
+    """One more run whose figure is the pool's mean (its logit-scale mean) can only sharpen
+    the spread part: the same spread over more runs, more degrees of freedom."""
     n = 200
     ys = [logit_share(q, n) for q in pool]
     mean = sum(ys) / len(ys)
     at_mean = (n + 1) / (1 + math.exp(-mean)) - 0.5
-    before, _ = spread_p(candidate, pool, n)
-    after, _ = spread_p(candidate, [*pool, at_mean], n)
+    before, _, _ = logit_spread_p(candidate, pool, n, 1.0)
+    after, _, _ = logit_spread_p(candidate, [*pool, at_mean], n, 1.0)
     assert after <= before + 1e-9
 
 
@@ -182,7 +239,7 @@ def test_holm_adjusts_step_down():
     assert holm([]) == []
 
 
-def test_checks_that_cannot_reach_the_level_do_not_dilute_the_others():
+def test_checks_that_cannot_reach_their_level_do_not_dilute_the_others():
     checks = [Check("gsm8k", "accuracy", 0.01, 1e-9),
               Check("gsm8k", "truncated", 1.0, 1.0),  # nothing was cut in any run
               Check("needle", "length", 0.25, 0.25, label="1k"),  # two flips at most
@@ -192,3 +249,31 @@ def test_checks_that_cannot_reach_the_level_do_not_dilute_the_others():
     assert [c.adjusted_p for c in adjusted] == pytest.approx([0.02, 1.0, 1.0, 0.02])
     assert [c.alarmed for c in adjusted] == [True, False, False, True]
     assert not adjust(checks, 0.01)[0].alarmed  # the level is declared, not fixed
+
+
+def test_tarone_is_iterated_until_every_check_left_can_reach_its_level():
+    """Two checks whose data give at best 0.02 could reach alpha / 2.5 only: with all four
+    in, alpha / 4 is beyond them, so they leave; the family is then Tarone's 2.5 (not 2:
+    at alpha / 2 they would be back), and the two left are tested against it."""
+    checks = [Check("a", "accuracy", 0.001, 1e-6), Check("b", "accuracy", 0.02, 0.02),
+              Check("c", "accuracy", 0.4, 0.02), Check("d", "accuracy", 0.01, 1e-6)]
+    adjusted = adjust(checks, 0.05)
+    assert [c.testable for c in adjusted] == [True, False, False, True]
+    assert [c.adjusted_p for c in adjusted] == pytest.approx([0.0025, 1.0, 1.0, 0.015])
+
+
+def test_a_check_that_cannot_be_run_keeps_its_share_and_the_family_its_shape():
+    """The same accuracy p with and without a noise run: the drift check that needs one
+    holds its weight either way, so GSM8K's adjusted p does not move."""
+    accuracy = weigh("gsm8k", "accuracy", 0.012, 1e-9)
+    without = adjust([accuracy, not_run("prompts", "drift", "needs a noise run")])
+    with_noise = adjust([accuracy, weigh("prompts", "drift", 0.8, 1e-6)])
+    assert without[0].adjusted_p == pytest.approx(with_noise[0].adjusted_p)
+    assert not without[1].run and without[1].adjusted_p == 1.0
+
+
+def test_each_check_is_tested_at_its_step_of_holm_and_its_level_agrees():
+    checks = adjust([weigh("a", "accuracy", 0.001, 1e-9), weigh("a", "truncated", 0.03, 1e-9),
+                     weigh("b", "accuracy", 0.004, 1e-9)])
+    for c in checks:
+        assert (c.p_value < c.level) == c.alarmed, c

@@ -54,23 +54,24 @@ def test_a_three_point_loss_on_1319_questions_fails():
 
 
 def test_the_printed_adjustment_names_the_verdict_checks_weight(tmp_path, capsys):
-    """45 of 50 right against 35 with 10 cut short: accuracy weighs 5 in a family of two."""
+    """45 of 50 right against 35 with 10 cut short: accuracy weighs 6, truncated 1.5."""
     base = write(tmp_path / "a.jsonl", header("a"), answers("gsm8k", 50, wrong=set(range(5))))
     cand = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")),
                  answers("gsm8k", 50, wrong=set(range(15)), cut=set(range(40, 50))))
     code, out, _ = kveval(capsys, "gate", "--baseline", base, "--candidate", cand)
     assert code == 1 and "gate: REGRESSION in gsm8k (accuracy, truncated)" in out
-    assert "Holm-adjusted over 2 checks, weight 5, p = " in out  # accuracy's line
-    assert "Holm-adjusted over 2 checks, p = " in out  # truncated's: weight 1
+    assert "Holm-adjusted over 2 checks, weight 6, p = " in out  # accuracy's line
+    assert "Holm-adjusted over 2 checks, weight 1.5, p = " in out  # truncated's
 
 
 @pytest.mark.parametrize("noise_runs", [1, 2, 3])
 def test_more_noise_runs_never_blind_the_gate(noise_runs):
     """25 of 50 prompt answers changed and 28 of 500 GSM8K answers truncated, where the
-    baseline and every noise run change and truncate nothing."""
+    baseline and every noise run change and truncate nothing (spread through the run: no
+    bad batch)."""
     def run(label: str, cand: bool = False) -> Side:
         return side(label, answers("gsm8k", 500, wrong=set(range(0, 500, 3)),
-                                   cut=set(range(28)) if cand else set())
+                                   cut=set(range(0, 500, 18)) if cand else set())
                     + answers("prompts", 50, changed=set(range(25)) if cand else set(),
                               tag=label), cand)
 
@@ -81,14 +82,14 @@ def test_more_noise_runs_never_blind_the_gate(noise_runs):
 
 
 def test_empty_answers_are_counted_apart_from_truncated_ones():
-    """fp8 answered 8 of 100 questions with nothing against 1, 1 and 1; each run also had 9
-    answers truncated: counted together (10 against 9) nothing shows."""
+    """fp8 answered 20 of 100 questions with nothing against 1, 1 and 1 (spread through the
+    run); each run also had 9 answers truncated: counted together nothing would show."""
     def run(label: str, empty: int, offset: int, cand: bool = False) -> Side:
         cut = {(offset + 40 + i) % 100 for i in range(9)}
         return side(label, answers("gsm8k", 100, wrong=set(range(50)), cut=cut,
-                                   empty={(offset + i) % 100 for i in range(empty)}), cand)
+                                   empty={(offset + 5 * i) % 100 for i in range(empty)}), cand)
 
-    report = gate(run("a", 1, 0), run("fp8", 8, 50, True),
+    report = gate(run("a", 1, 0), run("fp8", 20, 50, True),
                   [run("b", 1, 10), run("c", 1, 20), run("d", 1, 30)])
     shown = {c.kind for c in report.checks if c.alarmed}
     assert "empty" in shown and "truncated" not in shown

@@ -83,7 +83,7 @@ def test_errors_on_the_items_it_would_lose_fail_the_paired_policy(tmp_path, caps
     assert code == 1, out
     assert ("worst case, counting b's 10 error(s) on items the baseline answered as losses: "
             "10 lost, 0 gained") in out
-    assert "A loss shown at alpha 0.05" in out
+    assert "a loss beyond a restart's shown at alpha 0.05" in out
     data = json.loads(kveval(capsys, *args + ["--json"])[1])
     worst = data["tasks"][0]["accuracy"]["worst_case"]
     assert (worst["errors"], worst["lost"], data["verdict"]) == (10, 10, "regression")
@@ -189,12 +189,16 @@ def test_several_noise_runs_give_the_floor_a_spread(tmp_path, capsys):
     assert task["drift_test"]["shown"] and len(task["between_noise"]) == 3
 
 
-def test_one_noise_run_says_the_floor_spread_is_unknown(runs, capsys):  # noqa: F811
+def test_one_noise_run_says_the_floor_spread_rests_on_two_runs_and_the_prior(runs, capsys):  # noqa: F811
     code, out, _ = kveval(capsys, "compare", runs["bf16a"], runs["fp8"], "--noise", runs["bf16b"])
-    assert code == 0 and "their spread assumed (log-sd 0.25 of the rate; give --noise two" in out
+    assert code == 0
+    assert "with one noise run the spread of accuracy and counts between restarts rests on " \
+           "two runs and the declared prior" in out
     data = json.loads(kveval(capsys, "compare", runs["bf16a"], runs["fp8"], "--noise",
                              runs["bf16b"], "--json")[1])
-    assert data["tasks"][0]["drift_test"]["spread_measured"] is False
+    spread = data["tasks"][0]["drift_test"]["spread"]
+    assert spread["runs"] == 2 and spread["df"] == 4.0  # the prior's 3 and the pool's own 1
+    assert any(w.get("kind") == "spread" for w in data["warnings"])
 
 
 def test_candidate_repeat_reports_its_own_instability(runs, tmp_path, capsys):  # noqa: F811

@@ -155,7 +155,10 @@ def test_gate_min_recovery_fails_the_degraded_candidate(capsys: Any,
     assert data["min_recovery"] is None
     assert not any(c["kind"] == "recovery" for c in data["checks"])
     mrcr = next(t for t in data["tasks"] if t["task"] == "mrcr")
-    assert {"length 2k", "length 4k"} <= set(mrcr["failed"])  # each length is a check
+    lengths = {c["check"]: c for c in data["checks"] if c["task"] == "mrcr"}
+    assert {"length 1k", "length 2k", "length 4k", "lengths"} <= set(lengths)  # each a check
+    assert lengths["length 4k"]["weight"] > lengths["length 2k"]["weight"]  # the longest
+    assert mrcr["status"] == "regression" and "lengths" in mrcr["failed"]
     code, out, _ = kveval(capsys, *args, "--min-recovery", "0.99", "--json")
     assert code == 1
     data = json.loads(out)

@@ -68,14 +68,21 @@ def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, caps
     assert code == 0 and data["command"] == "plan"
     gsm8k = next(t for t in data["tasks"] if t["task"] == "gsm8k")
     assert gsm8k["check"] == "accuracy" and gsm8k["flip_rate"] == pytest.approx(18 / 500)
-    assert gsm8k["items_needed"] == items_for_loss(0.02, 18 / 500, data["level"])
-    assert gsm8k["items_available"] == 1319 and gsm8k["noise_runs_needed"] == 0
-    assert gsm8k["detectable"] == pytest.approx(
-        100 * detectable_loss(500, 18 / 500, data["level"], 459 / 500), rel=1e-6)
+    # the exact part alone would need fewer items; the spread between restarts needs more,
+    # and two noise runs at the least (judge/plan.py)
+    assert gsm8k["items_needed"] >= items_for_loss(0.02, 18 / 500, data["level"])
+    assert gsm8k["items_available"] == 1319 and gsm8k["noise_runs_needed"] >= 2
+    assert gsm8k["detectable"] >= 100 * detectable_loss(500, 18 / 500, data["level"], 459 / 500)
+    assert gsm8k["detectable"] > 2 and f"{gsm8k['noise_runs_needed']} noise runs" in \
+        gsm8k["summary"]
     prompts = next(t for t in data["tasks"] if t["task"] == "prompts")
     assert prompts["check"] == "drift" and "noise_runs_needed" in prompts
-    assert data["commands"] == [f"kveval run --resume -o {p} --limit {gsm8k['items_needed']}"
-                                for p in (pilot["a"], pilot["n"], pilot["c"])]
+    grow = [f"kveval run --resume -o {p} --limit {gsm8k['items_needed']}"
+            for p in (pilot["a"], pilot["n"], pilot["c"])]
+    assert data["commands"][:3] == grow
+    more = data["commands"][3:]  # the noise runs the plan needs beyond the pilot's one
+    assert len(more) == gsm8k["noise_runs_needed"] - 1
+    assert all("--order shuffle" in c and "-noise" in c for c in more)
 
 
 def test_a_loss_the_data_cannot_supply_says_the_best_it_can_do(pilot, capsys):

@@ -160,11 +160,19 @@ def test_a_teacher_forced_copy_of_the_baseline_passes_the_gate(
     with llama_server(ToyModel(TOKENS, BASE)) as server:
         assert force(capsys, server, baselines["chat"], out)[0] == 0
     noise = tmp_path / "noise.jsonl"
-    noise.write_bytes(baselines["chat"].read_bytes())
+    noise.write_bytes(restarted(baselines["chat"].read_bytes()))
     code, text, err = kveval(capsys, "gate", "--baseline", str(baselines["chat"]),
                              "--candidate", str(out), "--noise", str(noise))
     assert code == 0, text + err
     assert "COLLAPSE" not in text
+
+
+def restarted(run: bytes) -> bytes:
+    """The same answers as another run: a deterministic server restarted (its own header)."""
+    head, rest = run.split(b"\n", 1)
+    header = json.loads(head)
+    header["created"], header["label"] = "2026-01-01T00:00:00+00:00", "restart"
+    return json.dumps(header).encode() + b"\n" + rest
 
 
 def test_a_server_that_fails_the_forced_request_is_one_line(

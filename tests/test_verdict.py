@@ -230,7 +230,8 @@ def test_score_report_with_a_baseline_needs_paired_items():
 
 def test_overlap_policy_also_fails_a_loss_the_paired_test_shows():
     """45 of 50 right against 35 (10 lost, 0 gained): the Wilson intervals overlap, the
-    one-sided exact McNemar test shows the loss, so the gate cannot print PASS."""
+    accuracy check against the baseline's setup shows the loss, so the gate cannot print
+    PASS."""
     base = run("a", accuracy_items(50, set(range(45, 50))))
     cand = run("b", accuracy_items(50, set(range(35, 50))), fingerprint=fp8_fingerprint())
     report = gate(base, cand)
@@ -239,7 +240,9 @@ def test_overlap_policy_also_fails_a_loss_the_paired_test_shows():
     assert report.decisions[0].failed == ("accuracy",)
     check = report.checks[0]
     assert (check.kind, check.alarmed) == ("accuracy", True)
-    assert check.p_value == pytest.approx(0.5 ** 10)
+    # without a noise run the declared prior stands in for a restart's spread: the exact
+    # McNemar part alone would say 0.5 ** 10
+    assert check.p_value >= 0.5 ** 10 and check.p_value < check.level
 
 
 def test_paired_policy_words_a_shown_loss_apart_from_a_margin_not_ruled_out():

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kveval.cli import gating, options, reading
+from kveval.errors import UsageError
 
 if TYPE_CHECKING:
     from kveval.show.report import Block
@@ -69,17 +70,21 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
 @click.command()
 @click.argument("run_path", metavar="RUN")
 @click.option("--baseline", metavar="B", help="Compare with a baseline run on the same items.")
+@options.noise_option("A run of the baseline's setup restarted (repeatable, with --baseline): "
+                      "accuracy is then judged against what a restart does, as the gate does.")
 @options.family_options
 @options.output_options
-def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool,
-          **family: Any) -> int:
+def score(run_path: str, baseline: str | None, noise: tuple[str, ...], as_json: bool,
+          markdown: bool, **family: Any) -> int:
     """Accuracy per task with Wilson 95% intervals; with --baseline, the paired view.
 
     \b
     Items with status error are counted apart, never scored as wrong. With a baseline:
     whether the intervals overlap, and on the paired items the discordant counts, the
-    one-sided exact McNemar test with its adjusted p-value in the gate's family (without
-    noise runs), a 95% interval for the difference, and the largest loss not ruled out.
+    accuracy check of the gate's family (the run against the baseline's setup: the
+    baseline and each --noise run) with its one-sided and adjusted p-values, a 95%
+    interval for the difference (unadjusted), and the largest loss not ruled out. The same
+    files and options give the same p as gate, compare and report.
     """
     from kveval.judge.curves import task_curves
     from kveval.judge.verdict import examine, score_report
@@ -87,13 +92,15 @@ def score(run_path: str, baseline: str | None, as_json: bool, markdown: bool,
     from kveval.show.extras import task_extras
 
     options.check_output(as_json, markdown)
-    run, *rest = reading.load_all([run_path, *([baseline] if baseline else [])],
+    if noise and baseline is None:
+        raise UsageError("--noise needs --baseline: a restart is measured against the baseline")
+    run, *rest = reading.load_all([run_path, *([baseline] if baseline else []), *noise],
                                   reading.load_run)
-    base = rest[0] if rest else None
-    reading.check_fewshot(run, base)
+    base, noises = (rest[0], rest[1:]) if rest else (None, [])
+    reading.check_fewshot(run, base, *noises)
     chosen = options.family(**family)
     result = score_report(run, base)
-    found = examine(base, run, family=chosen) if base is not None else None
+    found = examine(base, run, noises, family=chosen) if base is not None else None
     extras = task_extras(run, base)
     curves = found.curves if found else task_curves(run.items, options=chosen.curves)
     checks = found.checks if found else ()

@@ -1,47 +1,49 @@
-"""The gate's measured false-alarm rates, printed beside a verdict whose setting exceeds the
-declared level.
+"""The gate's measured false-alarm rates, printed beside a verdict with fewer than two noise
+runs, where the spread between restarts rests on the declared prior (judge/spread.py).
 
-`python bench/gate_calibration.py` simulates the whole gate on the rollout suite's sizes
-with restarts whose change, truncation and KL rates vary with log-sd 0, 0.25, 0.5 and 1.0,
-and measures how often a candidate that is one more run of the baseline's setup fails
-(family-wise A/A false alarms), with the gate's defaults and with --max-kl 0. With enough
-noise runs to measure the spread (two for counts, three for divergence, whose pool cannot
-hold the baseline) every rate stays near 5%; with fewer the spread is assumed, and where a
-rate exceeds 5% the gate says so. tests/test_calibration.py checks these figures against a
-shorter simulation.
+`python bench/gate_calibration.py --write` simulates the whole gate on the rollout suite in
+the worlds of bench/calibration_worlds.py (loss-biased departures, J-shaped fragility, shared
+alternatives, restarts that vary with log-sd 0 to 1, bad batches) and measures how often a
+candidate that is one more restart of the baseline's setup fails (family-wise A/A false
+alarms). It writes the rates between the markers below; tests/test_calibration.py checks them
+against a shorter simulation.
 """
 
 from __future__ import annotations
 
 LEVEL = 0.05
-# noise runs -> {log-sd of the rates between restarts: family-wise A/A false alarms}
+# noise runs -> {GSM8K items: {log-sd of the restarts' run effect: family-wise A/A}}
+# measured: begin
+REPLICATES = 200
 A_A = {
-    0: {0.0: 0.015, 0.25: 0.015, 0.5: 0.028, 1.0: 0.098},
-    1: {0.0: 0.010, 0.25: 0.010, 0.5: 0.052, 1.0: 0.228},
-    2: {0.0: 0.010, 0.25: 0.010, 0.5: 0.020, 1.0: 0.045},
-    3: {0.0: 0.018, 0.25: 0.012, 0.5: 0.035, 1.0: 0.060},
+    0: {500: {0.0: 0.000, 0.25: 0.000, 0.5: 0.000, 1.0: 0.035},
+        1319: {0.0: 0.000, 0.25: 0.005, 0.5: 0.010, 1.0: 0.080}},
+    1: {500: {0.0: 0.000, 0.25: 0.000, 0.5: 0.015, 1.0: 0.040},
+        1319: {0.0: 0.000, 0.25: 0.000, 0.5: 0.005, 1.0: 0.065}},
+    2: {500: {0.0: 0.005, 0.25: 0.005, 0.5: 0.010, 1.0: 0.040},
+        1319: {0.0: 0.000, 0.25: 0.005, 0.5: 0.005, 1.0: 0.035}},
+    3: {500: {0.0: 0.010, 0.25: 0.000, 0.5: 0.015, 1.0: 0.030},
+        1319: {0.0: 0.000, 0.25: 0.005, 0.5: 0.000, 1.0: 0.040}},
 }
-A_A_MAX_KL = {  # the same with --max-kl 0: divergence among the checks
-    1: {0.0: 0.005, 0.25: 0.030, 0.5: 0.442, 1.0: 0.808},
-    2: {0.0: 0.010, 0.25: 0.048, 0.5: 0.325, 1.0: 0.750},
-    3: {0.0: 0.010, 0.25: 0.020, 0.5: 0.035, 1.0: 0.045},
-}
+# measured: end
 
 
 def false_alarm_note(noise_runs: int, max_kl: bool = False) -> str | None:
-    """A note for a gate with too few noise runs to measure the floor's spread, naming the
-    simulated false-alarm rates above LEVEL; None when none exceeds it."""
-    rates = (A_A_MAX_KL if max_kl else A_A).get(min(noise_runs, 3))
-    if rates is None:
+    """With fewer than two noise runs: the simulated false-alarm rates of a gate like this one
+    (the worst over the restarts' spreads and suite sizes), and the remedy; None with two or
+    more, where the pool's own spread joins the prior."""
+    if noise_runs >= 2:
         return None
-    over = [(sd, rate) for sd, rate in rates.items() if rate > LEVEL + 0.01]
-    if not over:
-        return None
-    runs = {0: "no noise run", 1: "one noise run"}.get(noise_runs, f"{noise_runs} noise runs")
-    what = "the restarts' spread of KL" if max_kl else "the noise floor's spread"
-    shown = ", ".join(f"{100 * rate:.0f}% when restarts vary with log-sd {sd:g}"
-                      for sd, rate in over)
-    more = "three" if max_kl else "two or three"
-    return (f"with {runs} {what} is assumed, not measured: simulated on the rollout suite, a "
-            f"candidate that is only another restart fails {shown} "
-            f"(bench/gate_calibration.py); give --noise {more} times")
+    rates = A_A[min(noise_runs, 1)]
+    worst = max(rate for by_spread in rates.values() for rate in by_spread.values())
+    at = next(f"log-sd {s:g}, {n} GSM8K items" for n, by_spread in rates.items()
+              for s, rate in by_spread.items() if rate == worst)
+    what = "of KL" if max_kl else "of accuracy and counts"
+    how = (f"with no noise run how far a restart moves these runs is unmeasured: the spread "
+           f"{what} between restarts is the declared prior's" if noise_runs == 0 else
+           f"with one noise run the spread {what} between restarts rests on two runs and the "
+           "declared prior")
+    return (f"{how}; simulated "
+            f"(bench/gate_calibration.py, {REPLICATES} rollouts a cell), a candidate that is "
+            f"only another restart fails {100 * worst:.1f}% of the time at worst ({at}); "
+            "give --noise two or three times")

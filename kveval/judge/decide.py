@@ -1,10 +1,13 @@
 """The gate's one decision: every check of every task in one family, then one verdict per task.
 
 Checks (judge/checks.py), each a one-sided test with a p-value, Holm-adjusted together:
-- accuracy, tasks with ground truth: the exact one-sided McNemar test of the worst-case paired
-  table (the candidate's errors on items the baseline answered counted as losses);
-- drift, tasks without ground truth when noise runs are given: the candidate's changed
-  answers against the pool of the baseline's setup (judge/floor.py);
+- accuracy, tasks with ground truth: the candidate's wrong answers against the pool of the
+  baseline's setup (judge/floor.py: item by item, and as one more restart with the pool's
+  spread), in the worst case (the candidate's errors on items the baseline answered counted
+  as wrong); without a noise run the pool is the baseline, and the item-by-item part is the
+  exact one-sided McNemar test;
+- drift, tasks without ground truth: the candidate's changed answers against the pool
+  (without a noise run it cannot be run, and keeps its share of alpha);
 - truncated and empty, every task: the candidate's answers cut at max_tokens, and its empty
   ones, each against the pool (the baseline alone without a noise run);
 - length, every length of a long-context task, and lengths, all its lengths together where
@@ -28,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kveval.judge.accuracy import PairedComparison
-from kveval.judge.checks import ALPHA, Check, adjust, first, of_task
+from kveval.judge.checks import ALPHA, Check, adjust, first, not_run, of_task, weigh
 from kveval.judge.divergence import KlTest
 from kveval.judge.floor import CountTest
 from kveval.judge.lengthstats import MIN_PER_LENGTH, PairedScores, Recovery
@@ -45,6 +48,7 @@ class TaskEvidence:
 
     task: str
     accuracy: PairedComparison | None = None  # tasks with ground truth
+    wrong: CountTest | None = None  # the accuracy check: wrong answers against the pool
     changed: CountTest | None = None  # with noise runs
     truncated: CountTest | None = None
     empty: CountTest | None = None
@@ -53,6 +57,7 @@ class TaskEvidence:
     recovery: Recovery | None = None  # with --min-recovery
     fewest_pairs: int = 0  # paired items in the task's smallest length
     divergence: KlTest | None = None  # with log-probabilities and noise runs
+    log_probs: bool = False  # the baseline has log-probabilities for this task
     margin: float | None = None  # the task's own margin (a suite's `margin`)
     missing: str | None = None  # why the task cannot be judged at all
     skipped: bool = False
@@ -68,21 +73,34 @@ class Options:
 
 
 def _count(task: str, kind: str, test: CountTest | None) -> list[Check]:
-    return [] if test is None else [Check(task, kind, test.p_value, test.min_p)]
+    return [] if test is None else [weigh(task, kind, test.p_value, test.min_p)]
 
 
 def _accuracy(e: TaskEvidence) -> list[Check]:
     if e.accuracy is None:
         return []
+    if e.wrong is not None:
+        return [weigh(e.task, "accuracy", e.wrong.p_value, e.wrong.min_p)]
     t = e.accuracy.decisive.table
-    return [Check(e.task, "accuracy", mcnemar_greater(t.lost, t.gained), 0.5 ** t.discordant)]
+    return [weigh(e.task, "accuracy", mcnemar_greater(t.lost, t.gained), 0.5 ** t.discordant)]
+
+
+def _drift(e: TaskEvidence) -> list[Check]:
+    if e.accuracy is not None:
+        return []
+    if e.changed is None:
+        return [not_run(e.task, "drift", "needs a noise run (--noise): the changes a restart "
+                                         "makes are what drift is measured against")]
+    return _count(e.task, "drift", e.changed)
 
 
 def _lengths(e: TaskEvidence) -> list[Check]:
-    found = [Check(e.task, "length", s.p_value, s.min_p, label=_length_label(s.length))
-             for s in e.lengths if s.pairs]
+    tested = [s for s in e.lengths if s.pairs]
+    longest = max((s.length for s in tested if s.length is not None), default=None)
+    found = [weigh(e.task, "length", s.p_value, s.min_p, label=_length_label(s.length),
+                   longest=len(tested) > 1 and s.length == longest) for s in tested]
     if e.across is not None:
-        found.append(Check(e.task, "lengths", e.across.p_value, e.across.min_p))
+        found.append(weigh(e.task, "lengths", e.across.p_value, e.across.min_p))
     return found
 
 
@@ -98,28 +116,34 @@ def _recovery(e: TaskEvidence, o: Options) -> list[Check]:
         return []
     if e.fewest_pairs < MIN_PER_LENGTH:
         return []
-    return [Check(e.task, "recovery", r.p_below, 1 / (r.rounds + 1))]
+    return [weigh(e.task, "recovery", r.p_below, 1 / (r.rounds + 1))]
+
+
+def _divergence(e: TaskEvidence, o: Options) -> list[Check]:
+    if o.max_kl is None:
+        return []
+    if e.divergence is not None and e.divergence.items:
+        return [weigh(e.task, "divergence", e.divergence.p_value, e.divergence.min_p)]
+    if e.log_probs:
+        return [not_run(e.task, "divergence", "no item has log-probabilities in the "
+                                              "baseline, the candidate and a noise run")]
+    return []
 
 
 def task_checks(e: TaskEvidence, o: Options) -> list[Check]:
     """Every check of one task, before adjustment."""
     if e.skipped or e.missing:
         return []
-    found = _accuracy(e)
-    if e.accuracy is None:
-        found += _count(e.task, "drift", e.changed)
+    found = _accuracy(e) + _drift(e)
     found += _count(e.task, "truncated", e.truncated) + _count(e.task, "empty", e.empty)
-    found += _lengths(e) + _recovery(e, o)
-    if o.max_kl is not None and e.divergence is not None and e.divergence.items:
-        found.append(Check(e.task, "divergence", e.divergence.p_value, e.divergence.min_p))
-    return found
+    return found + _lengths(e) + _recovery(e, o) + _divergence(e, o)
 
 
 def warnings_family(evidence: Sequence[TaskEvidence], o: Options) -> tuple[Check, ...]:
     """Without --max-kl: divergence beyond the noise floor, its own family."""
     if o.max_kl is not None:
         return ()
-    found = [Check(e.task, "divergence", e.divergence.p_value, e.divergence.min_p)
+    found = [weigh(e.task, "divergence", e.divergence.p_value, e.divergence.min_p)
              for e in evidence if e.divergence is not None and e.divergence.items
              and not e.skipped and not e.missing]
     return adjust(found, o.alpha)
@@ -190,6 +214,22 @@ def _recovery_missing(e: TaskEvidence, o: Options) -> str | None:
     return None
 
 
+def below_the_setup(e: TaskEvidence) -> bool:
+    """The overlap rule: the candidate's Wilson 95% interval lies wholly below the baseline's,
+    and below every noise run's too (a restart whose interval the candidate's clears is one
+    the setup itself can fall to)."""
+    from kveval.judge.stats import wilson
+
+    acc = e.accuracy
+    if acc is None or acc.candidate.interval.high >= acc.baseline.interval.low:
+        return False
+    t = e.wrong
+    if t is None or len(t.pool) < 2:
+        return True
+    lowest = min(wilson(t.items - w, t.items).low for w in t.pool)
+    return wilson(t.items - t.candidate, t.items).high < lowest
+
+
 def decide_task(e: TaskEvidence, checks: Sequence[Check], o: Options) -> TaskDecision:
     if e.skipped:
         return TaskDecision(e.task, None, "skipped")
@@ -201,11 +241,12 @@ def decide_task(e: TaskEvidence, checks: Sequence[Check], o: Options) -> TaskDec
     if acc is not None and o.policy == "paired":
         d = _paired(e, acc, failed, e.margin if e.margin is not None else o.margin)
     elif acc is not None:
-        if acc.candidate.interval.high < acc.baseline.interval.low:
+        if below_the_setup(e):
             failed.append("overlap")
         d = TaskDecision(e.task, o.policy, "regression" if failed else "pass", tuple(failed))
     else:
-        rule = "drift" if first(checks, e.task, "drift") else "collapse"
+        drift = first(checks, e.task, "drift")
+        rule = "drift" if drift is not None and drift.run else "collapse"
         status = "regression" if failed else ("pass" if rule == "drift" else "not judged")
         d = TaskDecision(e.task, rule, status, tuple(failed))
     if blocked and d.status != "regression":

@@ -8,10 +8,15 @@ whose binomial tail at 1/2 is at most a. Power is the sum over D, exact (scipy),
 detectable loss is the smallest d with power 0.8, at most the baseline's own accuracy: a model
 at 1.8% can lose at most 1.8 points.
 
+Accuracy against the pool (judge/floor.py accuracy_test) has a second part, the candidate as
+one more restart with the pool's spread: it reaches level a once the loss exceeds the t
+quantile at a plus the normal quantile at 0.8 times the spread's scale. The detectable loss is
+the larger of the two parts'.
+
 Counts (changed, truncated, empty answers): the candidate's count that the floor's two parts
 flag at level a (judge/floor.py: the exact part approximated as a binomial of the candidate's
-share 1/M of the runs' total, the spread part by its own quantile), and the extra count over
-the pool's mean that reaches it with probability 0.8 (a Poisson count).
+share 1/M of the runs' total, the spread part by the t quantile of its moderated spread), and
+the extra count over the pool's mean that reaches it with probability 0.8 (a Poisson count).
 
 Divergence: the shift of the candidate's per-item KL that the permutation within items (its
 normal form: the per-item spread of the runs) and the run-by-run test each reach with
@@ -32,8 +37,9 @@ import numpy as np
 
 from kveval.judge.checks import Levels
 from kveval.judge.divergence import KlTest
-from kveval.judge.floor import ASSUMED_SPREAD, CountTest, counting_variance, logit_share
+from kveval.judge.floor import CountTest, logit_share
 from kveval.judge.power import POWER, smallest_size
+from kveval.judge.spread import Spread, scale
 from kveval.judge.stats import PairedTable
 
 
@@ -77,27 +83,24 @@ def items_for_loss(loss: float, flip_rate: float, level: float, power: float = P
 @dataclass(frozen=True)
 class CountFloor:
     """What a count check compares with: the pool runs' counts of n items (own counts, or
-    each run's share of the changes), and how many runs the exact part exchanges."""
+    each run's share of the changes), how many runs the exact part exchanges, and the spread
+    part's moderated spread on the logit scale."""
 
     items: int
     pool: tuple[float, ...]
     exchanged: int  # M: the candidate and the runs it is exchanged with, item by item
+    spread: Spread | None = None
 
 
 def _spread_threshold(floor: CountFloor, level: float) -> float:
     """The candidate's count the spread part flags at this level."""
-    from scipy.stats import norm, t
+    from scipy.stats import t
 
     n, pool = floor.items, [min(max(q, 0.0), floor.items) for q in floor.pool]
+    if floor.spread is None:
+        return max(pool)
     ys = np.array([logit_share(q, n) for q in pool])
-    m = len(ys)
-    if m >= 3:
-        scale = float(ys.std(ddof=1)) * math.sqrt(1 + 1 / m)
-        quantile = float(t.isf(level, df=m - 1))
-    else:
-        variance = ASSUMED_SPREAD ** 2 + counting_variance(float(np.mean(pool)), n)
-        scale, quantile = math.sqrt(variance * (1 + 1 / m)), float(norm.isf(level))
-    bar = float(ys.mean()) + quantile * scale
+    bar = float(ys.mean()) + float(t.isf(level, floor.spread.df)) * scale(floor.spread)
     share = 1 / (1 + math.exp(-bar))
     return max(max(pool), share * (n + 1) - 0.5)
 
@@ -140,8 +143,11 @@ def detectable_shift(item_spread: float, noise_means: Sequence[float], level: fl
 
     z = float(norm.isf(level) + norm.ppf(power))
     means = np.maximum(np.asarray(noise_means, dtype=float), 1e-12)
-    scale = ASSUMED_SPREAD if len(means) < 3 else float(np.log(means).std(ddof=1))
-    run_shift = float(means.mean()) * (math.exp(z * scale * math.sqrt(1 + 1 / len(means))) - 1)
+    from kveval.judge.spread import PRIORS
+
+    spread = PRIORS["count"].spread if len(means) < 3 else float(np.log(means).std(ddof=1))
+    run_shift = float(means.mean()) * (math.exp(z * spread * math.sqrt(1 + 1 / len(means)))
+                                       - 1)
     return max(z * item_spread, run_shift)
 
 
@@ -158,16 +164,27 @@ class Detectable:
     ceiling: float | None = None  # accuracy: the most that can be lost (baseline accuracy)
 
 
-def of_accuracy(table: PairedTable, level: float) -> Detectable:
+def spread_loss(spread: Spread, level: float, power: float = POWER) -> float:
+    """The shift of a count (items) the spread part catches with this power."""
+    from scipy.stats import norm, t
+
+    return (float(t.isf(level, spread.df)) + float(norm.ppf(power))) * scale(spread)
+
+
+def of_accuracy(table: PairedTable, level: float, pooled: CountTest | None = None,
+                ) -> Detectable:
     n, ceiling = table.n, table.baseline_correct / table.n if table.n else 0.0
     rate = table.discordant / n if n else 0.0
     value = detectable_loss(n, rate, level, ceiling) if n and ceiling > 0 else None
+    if value is not None and pooled is not None and pooled.spread is not None:
+        value = max(value, spread_loss(pooled.spread, level) / n)
+        value = value if value <= ceiling else None
     return Detectable("accuracy", "points", None if value is None else 100 * value, n, rate,
                       100 * ceiling)
 
 
 def of_count(kind: str, test: CountTest, level: float) -> Detectable:
-    floor = CountFloor(test.items, test.figures, test.exchanged)
+    floor = CountFloor(test.items, test.figures, test.exchanged, test.spread)
     return Detectable(kind, "answers", detectable_extra(floor, level), test.items)
 
 
@@ -182,14 +199,15 @@ def task_detectable(e: object, levels: Levels) -> tuple[Detectable, ...]:
     found = []
     accuracy = getattr(e, "accuracy", None)
     if accuracy is not None:
-        found.append(of_accuracy(accuracy.decisive.table, levels.primary))
+        found.append(of_accuracy(accuracy.decisive.table, levels.of("accuracy"),
+                                 getattr(e, "wrong", None)))
     elif getattr(e, "changed", None) is not None:
-        found.append(of_count("drift", e.changed, levels.primary))  # type: ignore[attr-defined]
+        found.append(of_count("drift", e.changed, levels.of("drift")))  # type: ignore[attr-defined]
     for kind in ("truncated", "empty"):
         test = getattr(e, kind, None)
         if test is not None:
-            found.append(of_count(kind, test, levels.other))
+            found.append(of_count(kind, test, levels.of(kind)))
     divergence = getattr(e, "divergence", None)
     if divergence is not None and divergence.items:
-        found.append(of_divergence(divergence, levels.other))
+        found.append(of_divergence(divergence, levels.of("divergence")))
     return tuple(found)

@@ -249,7 +249,7 @@ def kl_test(candidate: Sequence[ItemDivergence], *noise_runs: Sequence[ItemDiver
 def run_p(candidate: np.ndarray, noise: np.ndarray) -> float:
     """The candidate's mean KL as one more run among the noise runs' (log scale; each mean's
     sampling variance, from its items, is the floor); 1 when a noise run's mean is as high."""
-    from kveval.judge.floor import prediction_p
+    from kveval.judge.spread import PRIORS, moderated, prediction_p
 
     means = noise.mean(axis=1)
     if candidate.mean() <= means.max():
@@ -258,7 +258,9 @@ def run_p(candidate: np.ndarray, noise: np.ndarray) -> float:
     level = max(float(means.mean()), float(np.abs(candidate).mean()), 1e-12)
     floor = float(noise.var(axis=1, ddof=1).mean()) / n / level ** 2 if n > 1 else 0.0
     log = np.log(np.maximum(means, TINY)), float(np.log(max(candidate.mean(), TINY)))
-    return prediction_p(log[1], list(log[0]), floor)[0]
+    prior = PRIORS["count"]
+    spread = moderated(list(log[0]), floor + prior.spread ** 2, prior.df, floor)
+    return prediction_p(log[1] - float(np.mean(log[0])), spread)
 
 
 @dataclass(frozen=True)

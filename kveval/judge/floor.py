@@ -1,8 +1,8 @@
-"""The noise floor as a pool: is a candidate's count (changed answers, answers cut short,
-empty answers) more than the baseline's setup itself produces?
+"""The noise floor as a pool: is a candidate's count (wrong answers, changed answers, answers
+cut short, empty answers) more than the baseline's setup itself produces?
 
 The baseline and every noise run are draws of one setup (the pool); the candidate is tested
-against the pool, never against one noise run. Two parts, and the p-value is the larger:
+against the pool, never against one run. Two parts, and the p-value is the larger:
 
 - Exact, for a setup whose runs share one rate (no spread between restarts): under the null
   hypothesis the candidate is exchangeable with the runs it is compared with, item by item.
@@ -10,32 +10,39 @@ against the pool, never against one noise run. Two parts, and the p-value is the
   t of M runs flagging it is Bernoulli(t / M), independently across items, so its count is a
   Poisson-binomial whose upper tail is the p-value (a permutation test within items; with one
   other run it is the exact one-sided McNemar test). Items may differ in how often they flip.
-- Spread, for restarts that differ in their rate (batches, cache state): the candidate's
-  per-run figure on the logit scale, logit((y + 1/2) / (n + 1)), against the pool's as one
-  more draw. With three or more pool runs, their sample standard deviation s and Student's t
-  with m - 1 degrees of freedom give a one-sided prediction p-value (Hahn & Meeker,
-  "Statistical Intervals", 2nd ed., section 4.7): T = (y_c - mean) / (s sqrt(1 + 1/m)). With
-  one or two pool runs the spread cannot be measured; it is taken as ASSUMED_SPREAD (log-sd
-  0.25 of the rate, the largest at which bench/gate_calibration.py keeps one noise run's false
-  alarms under 5%) plus each figure's counting variance, with a normal reference.
+- Spread, for restarts that differ (batches, cache state): the candidate's figure as one more
+  draw among the pool runs' (judge/spread.py: the pool's own variance moderated by a declared
+  prior, never below the counting variance its items show, Student's t). A restart that
+  changes more answers than another also scores lower where departed answers are more often
+  wrong (an accurate model), so accuracy is judged against what a restart does too, not
+  against the baseline alone. Figures: for accuracy the wrong count itself, with a prior
+  spread of PRIORS["accuracy"].spread times the answers a run changes; for the other counts
+  the logit of the share, logit((y + 1/2) / (n - y + 1/2)), with a prior log-sd.
 
-Exchangeable sets: for an own count (truncated, empty) the candidate and every pool run; for
-changed answers the candidate and the noise runs, each against the baseline, while the spread
-part uses each run's own share of the pairwise changes (the additive model of a round-robin,
-c_ab = q_a + q_b, solved by least squares over the pool and the candidate). A candidate whose
-figure is no higher than a pool run's own is within the floor (p = 1): the setup itself did
-as much, so a copy of the baseline never fails.
+Exchangeable sets: for an own count (wrong, truncated, empty) the candidate and every pool
+run; for changed answers the candidate and the noise runs, each against the baseline, while
+the spread part uses each run's own share of the pairwise changes (the additive model of a
+round-robin, c_ab = q_a + q_b, solved by least squares over the pool and the candidate). A
+candidate whose figure is no higher than a pool run's own is within the floor (p = 1): the
+setup itself did as much, so a copy of the baseline never fails.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-ASSUMED_SPREAD = 0.25  # log-sd of the rate between restarts when the pool cannot measure it
+from kveval.judge.spread import (
+    PRIORS,
+    Spread,
+    moderated,
+    prediction_bound,
+    prediction_p,
+    within_item_variance,
+)
 
 
 @dataclass(frozen=True)
@@ -46,15 +53,64 @@ class CountTest:
     candidate: int  # the candidate's count (against the baseline for changed answers)
     pool: tuple[int, ...]  # the same count of each pool run (noise runs only for changes)
     exact_p: float  # the permutation test within items (no spread between runs)
-    spread_p: float  # the prediction test with the pool's spread (measured or assumed)
+    spread_p: float  # the prediction test with the pool's spread (moderated by the prior)
     min_p: float  # the smallest p-value the exact test could give with these item totals
-    spread_measured: bool  # three or more pool runs: the spread is measured, not assumed
-    figures: tuple[float, ...] = ()  # the pool runs' figures the spread part compares with
+    spread_measured: bool  # two or more pool runs: their own spread joined the prior
+    figures: tuple[float, ...] = ()  # the pool runs' counts the spread part compares with
     exchanged: int = 2  # the candidate and the runs it is exchanged with, item by item
+    spread: Spread | None = None  # the spread part's variance, on its figure's scale
+    scale: str = "logit"  # "logit" (of the share) or "count" (accuracy's wrong answers)
+    gap: float = 0.0  # the candidate's figure less the pool's mean, on that scale
+    strata: tuple[int, ...] = ()  # items that 1 .. M - 1 of the M runs flag (the exact part)
+    sure: int = 0  # items every run flags
 
     @property
     def p_value(self) -> float:
         return max(self.exact_p, self.spread_p)
+
+    def exact_threshold(self, level: float) -> int:
+        """The smallest count the exact part shows at this level."""
+        low, high = self.sure, self.sure + sum(self.strata) + 1
+        while low < high:
+            mid = (low + high) // 2
+            if poisson_binomial_sf(mid, self.strata, self.exchanged, self.sure) < level:
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    def spread_threshold(self, level: float) -> float:
+        """The count at which the spread part reaches this level."""
+        if self.spread is None:
+            return -math.inf
+        bar = float(np.mean(self.figures_on_scale)) + (self.gap - prediction_bound(
+            self.gap, self.spread, level))
+        if self.scale == "count":
+            return bar
+        return (self.items + 1) / (1 + math.exp(-bar)) - 0.5
+
+    @property
+    def figures_on_scale(self) -> list[float]:
+        if self.scale == "count":
+            return list(self.figures)
+        return [logit_share(min(max(q, 0.0), float(self.items)), self.items)
+                for q in self.figures]
+
+    def bound(self, level: float) -> float:
+        """How far the candidate's count lies beyond what both parts need at this level (in
+        answers); 0 or below: nothing shown there. Agrees with the p-value at that level."""
+        own = self.own_figure
+        return own - max(float(self.exact_threshold(level)) - (self.candidate - own),
+                         self.spread_threshold(level))
+
+    @property
+    def own_figure(self) -> float:
+        """The candidate's figure the spread part reads, as a count (for changed answers its
+        own share of the changes, else its count)."""
+        if self.scale == "count":
+            return float(self.candidate)
+        base = float(np.mean(self.figures_on_scale)) + self.gap
+        return (self.items + 1) / (1 + math.exp(-base)) - 0.5
 
 
 def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -82,14 +138,18 @@ def poisson_binomial_sf(x: int, counts: Sequence[int], m: int, sure: int = 0) ->
     return float(min(1.0, pmf[need:].sum())) if need < pmf.size else 0.0
 
 
+def strata_of(candidate: np.ndarray, others: np.ndarray) -> tuple[tuple[int, ...], int]:
+    """(items flagged by 1 .. M - 1 of the M runs, items flagged by all)."""
+    m = others.shape[0] + 1
+    per_level = np.bincount(others.sum(axis=0) + candidate, minlength=m + 1)
+    return tuple(int(c) for c in per_level[1:m]), int(per_level[m])
+
+
 def exact_p(candidate: np.ndarray, others: np.ndarray) -> tuple[float, float]:
     """(p, smallest attainable p) of the candidate's flags against the other runs' flags
     (runs x items), conditional on each item's number of flags."""
     m = others.shape[0] + 1
-    totals = others.sum(axis=0) + candidate
-    per_level = np.bincount(totals, minlength=m + 1)
-    sure = int(per_level[m])
-    counts = [int(c) for c in per_level[1:m]]
+    counts, sure = strata_of(candidate, others)
     attainable = sure + sum(counts)
     x = int(candidate.sum())
     smallest = math.prod((j / m) ** c for j, c in enumerate(counts, start=1))
@@ -100,52 +160,42 @@ def logit_share(y: float, n: int) -> float:
     return math.log((y + 0.5) / (n - y + 0.5))
 
 
-def counting_variance(mean: float, n: int) -> float:
-    """The variance of logit_share(X, n) for X ~ Binomial(n, mean / n): what a run's figure
-    varies by from counting alone at the pool's rate (0 at a rate of 0)."""
-    from scipy.stats import binom
-
-    p = min(max(mean / n, 0.0), 1.0) if n else 0.0
-    low, high = (int(binom.ppf(1e-9, n, p)), int(binom.isf(1e-9, n, p))) if 0 < p < 1 \
-        else (round(p * n), round(p * n))
-    support = np.arange(low, high + 1)
-    weights = binom.pmf(support, n, p) if 0 < p < 1 else np.ones(1)
-    values = np.log((support + 0.5) / (n - support + 0.5))
-    centre = float(np.sum(weights * values) / weights.sum())
-    return float(np.sum(weights * (values - centre) ** 2) / weights.sum())
+def logit_slope(y: float, n: int) -> float:
+    """d logit_share / dy: turns a count's variance into its logit's (the delta method)."""
+    return 1 / (y + 0.5) + 1 / (n - y + 0.5)
 
 
-def prediction_p(candidate: float, pool: Sequence[float], floor: float) -> tuple[float, bool]:
-    """(one-sided p, whether the spread was measured) of one more run's figure among the
-    pool's, all on a scale where the spread between restarts is additive; `floor`: the
-    variance one run's figure has from sampling alone.
-
-    Measured (three or more pool runs): Student's t with m - 1 degrees of freedom on the
-    pool's own variance, exact for normal figures whatever the restarts' spread; a pool whose
-    figures are all equal (at small counts, often) leaves it to the exact part. Assumed (one or
-    two pool runs): a normal reference with ASSUMED_SPREAD on top of the sampling variance."""
-    from scipy.stats import norm, t
-
-    ys = np.asarray(pool, dtype=float)
-    m, gap = len(ys), candidate - float(ys.mean())
-    if m >= 3:
-        variance = float(ys.var(ddof=1)) * (1 + 1 / m)
-        if variance == 0:
-            return 0.0, True
-        return float(t.sf(gap / math.sqrt(variance), df=m - 1)), True
-    variance = (ASSUMED_SPREAD ** 2 + floor) * (1 + 1 / m)
-    return float(norm.sf(gap / math.sqrt(variance))), False
+def _counting(flags: np.ndarray) -> float:
+    """Accuracy's counting variance from the runs' flags (runs x items, the candidate last):
+    the pool's own where it has two runs or more, else the baseline's and the candidate's
+    (McNemar's: the discordant items, halved)."""
+    return within_item_variance(flags[:-1] if flags.shape[0] > 2 else flags)
 
 
-def spread_p(candidate: float, pool: Sequence[float], n: int) -> tuple[float, bool]:
-    """(one-sided p, whether the spread was measured) of one more run's count of n items, on
-    the logit scale with the counting variance at the pool's rate as the floor."""
+def own_counting(pool: np.ndarray) -> float:
+    """A count's counting variance from the pool alone (runs x items): item by item where it
+    has two runs or more, else the baseline's count itself (a Poisson bound on sum p (1 - p)):
+    never the candidate's, whose excess is what is tested."""
+    if pool.shape[0] >= 2:
+        return within_item_variance(pool)
+    return float(pool.sum())
+
+
+def logit_spread_p(candidate: float, pool: Sequence[float], n: int, counting: float,
+                   ) -> tuple[float, Spread, float]:
+    """(one-sided p, spread, gap) of one more run's count of n items among the pool's, on the
+    logit scale; `counting`: one run's counting variance on the count scale."""
     clipped = [min(max(q, 0.0), float(n)) for q in pool]
     cand = min(max(candidate, 0.0), float(n))
+    mean = float(np.mean(clipped))
+    floor = counting * logit_slope(mean, n) ** 2
+    prior = PRIORS["count"]
+    figures = [logit_share(q, n) for q in clipped]
+    spread = moderated(figures, floor + prior.spread ** 2, prior.df, floor)
+    gap = logit_share(cand, n) - float(np.mean(figures))
     if cand <= max(clipped) + 1e-9:
-        return 1.0, len(pool) >= 3
-    return prediction_p(logit_share(cand, n), [logit_share(q, n) for q in clipped],
-                        counting_variance(float(np.mean(clipped)), n))
+        return 1.0, spread, gap
+    return prediction_p(gap, spread), spread, gap
 
 
 def own_count_test(candidate: np.ndarray, pool: np.ndarray) -> CountTest:
@@ -154,9 +204,45 @@ def own_count_test(candidate: np.ndarray, pool: np.ndarray) -> CountTest:
     p, smallest = exact_p(candidate, pool)
     counts = tuple(int(c) for c in pool.sum(axis=1))
     x = int(candidate.sum())
-    spread, measured = spread_p(x, counts, candidate.size)
-    return CountTest(candidate.size, x, counts, p, spread, smallest, measured,
-                     tuple(map(float, counts)), pool.shape[0] + 1)
+    spread_p, spread, gap = logit_spread_p(x, counts, candidate.size, own_counting(pool))
+    return CountTest(candidate.size, x, counts, p, spread_p, smallest, spread.measured,
+                     tuple(map(float, counts)), pool.shape[0] + 1, spread, "logit", gap,
+                     *strata_of(candidate, pool))
+
+
+def accuracy_test(wrong: np.ndarray, changed: float, harm: float) -> CountTest:
+    """Wrong answers: `wrong` holds runs x items, the pool (the baseline first) then the
+    candidate last; `changed`: how many answers one run of the setup changes (half the
+    pool's mean pairwise changes); `harm`: how much a changed answer costs, net (judge/
+    harm.py). The candidate's wrong count against the pool's, item by item and as one more
+    draw whose spread is the pool's own moderated by a prior: a restart moves the answers it
+    changes by a log-sd of PRIORS["accuracy"].spread, each costing `harm`."""
+    pool, candidate = wrong[:-1], wrong[-1]
+    p, smallest = exact_p(candidate, pool)
+    counts = tuple(int(c) for c in pool.sum(axis=1))
+    x = int(candidate.sum())
+    floor = max(_counting(wrong), 0.25)
+    prior = PRIORS["accuracy"]
+    run = prior.spread * changed * harm
+    spread = replace(moderated([float(c) for c in counts], floor + run ** 2, prior.df, floor),
+                     extra=own_excess(pool, candidate, floor))
+    gap = x - float(np.mean(counts))
+    spread_p = 1.0 if x <= max(counts) else prediction_p(gap, spread)
+    return CountTest(candidate.size, x, counts, p, spread_p, smallest, spread.measured,
+                     tuple(map(float, counts)), pool.shape[0] + 1, spread, "count", gap,
+                     *strata_of(candidate, pool))
+
+
+def own_excess(pool: np.ndarray, candidate: np.ndarray, floor: float) -> float:
+    """The candidate's own counting variance beyond a restart's: sum over items of its flag
+    less the pool's mean flag, squared (an unbiased estimate of the counting part of its gap
+    under the null), less what a restart's would be. A candidate that changes many answers
+    both ways is noisier than a restart, as McNemar's test allows for with its discordant
+    pairs; against the baseline alone this is McNemar's variance exactly."""
+    m = pool.shape[0]
+    mean = pool.mean(axis=0)
+    own = float(((candidate.astype(float) - mean) ** 2).sum())
+    return max(0.0, own - floor * (1 + 1 / m))
 
 
 def run_effects(among: np.ndarray) -> np.ndarray:
@@ -167,24 +253,41 @@ def run_effects(among: np.ndarray) -> np.ndarray:
     return (sums - sums.sum() / 2 / (m - 1)) / (m - 2)
 
 
+def pairwise_changes(coded: np.ndarray) -> np.ndarray:
+    """Runs x runs: how many items each two runs answer differently."""
+    runs = coded.shape[0]
+    return np.array([[int((coded[a] != coded[b]).sum()) for b in range(runs)]
+                     for a in range(runs)])
+
+
+def changed_per_run(answers: Sequence[Sequence[object]]) -> float:
+    """How many answers one run of the setup changes: half the mean pairwise changes among
+    all the runs, the candidate's included (under the null hypothesis it is one more
+    restart, and one that changed many answers is what the prior must allow for)."""
+    among = pairwise_changes(answer_codes(answers))
+    upper = among[np.triu_indices(among.shape[0], 1)]
+    return float(upper.mean()) / 2 if upper.size else 0.0
+
+
 def changed_test(answers: Sequence[Sequence[object]]) -> CountTest:
     """Changed answers: `answers` holds the baseline's, each noise run's and last the
     candidate's answers to the same items; an answer None (no text) differs from every
     other. The candidate's changes from the baseline against the noise runs'."""
-    coded = _codes(answers)
+    coded = answer_codes(answers)
     differs = coded[1:] != coded[0]
     p, smallest = exact_p(differs[-1], differs[:-1])
-    runs = coded.shape[0]
-    among = np.array([[int((coded[a] != coded[b]).sum()) for b in range(runs)]
-                      for a in range(runs)])
-    own = run_effects(among)
-    spread, measured = spread_p(float(own[-1]), [float(q) for q in own[:-1]], coded.shape[1])
+    own = run_effects(pairwise_changes(coded))
+    n = coded.shape[1]
+    pool = [float(q) for q in own[:-1]]
+    counting = max(float(np.mean(np.clip(pool, 0, n))), 0.0)  # a Poisson count's variance
+    spread_p, spread, gap = logit_spread_p(float(own[-1]), pool, n, counting)
     counts = tuple(int(c) for c in differs[:-1].sum(axis=1))
-    return CountTest(coded.shape[1], int(differs[-1].sum()), counts, p, spread, smallest,
-                     measured, tuple(float(q) for q in own[:-1]), differs.shape[0])
+    return CountTest(n, int(differs[-1].sum()), counts, p, spread_p, smallest,
+                     spread.measured, tuple(pool), differs.shape[0], spread, "logit", gap,
+                     *strata_of(differs[-1], differs[:-1]))
 
 
-def _codes(answers: Sequence[Sequence[object]]) -> np.ndarray:
+def answer_codes(answers: Sequence[Sequence[object]]) -> np.ndarray:
     """Runs x items of integer codes: equal codes for equal answers of an item; None gets a
     code of its own in every run."""
     ids: dict[object, int] = {}

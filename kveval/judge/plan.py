@@ -3,8 +3,11 @@ a given change with a given power, and the change it can catch at the pilot's si
 
 A pilot is a baseline run, optionally noise runs and a candidate. Its own figures set the
 plan: the share of answers that flip between runs (baseline against the candidate, else
-against the noise runs), each count's rate and the runs' spread (measured with two noise
-runs, else assumed as the gate assumes it), each divergence's per-item spread. The levels are
+against the noise runs), how far a restart moves the wrong count (the pilot pool's spread
+moderated by the declared prior, as the gate sees it: its counting part grows with the items,
+its restart part in proportion to them, so more items alone cannot see below what restarts
+do, and more noise runs sharpen the estimate), each count's rate and spread, each
+divergence's per-item spread. The levels are
 the gate's first step (judge/checks.py Levels), the family counted as at least a verdict
 check, truncated and empty per task, as the full runs will hold. The power functions are
 those the gate's detectable figures use (judge/detect.py), so a plan and the verdict it leads
@@ -29,9 +32,10 @@ from kveval.judge.detect import (
     detectable_extra,
     detectable_loss,
     detectable_shift,
-    items_for_loss,
 )
-from kveval.judge.floor import ASSUMED_SPREAD, logit_share
+from kveval.judge.floor import CountTest, logit_share, logit_slope
+from kveval.judge.power import smallest_size
+from kveval.judge.spread import PRIORS, Spread, moderated
 from kveval.judge.stats import PairedTable
 from kveval.judge.verdict import Family, examine
 
@@ -62,19 +66,63 @@ class TaskPlan:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class Restarts:
+    """How far a restart moves one run's wrong count, per item of the task: the counting part
+    (its variance grows with the items) and the restarts' own part (its sd grows with them)."""
+
+    counting: float  # variance per item
+    spread: float  # sd per item
+
+    @classmethod
+    def of(cls, test: CountTest | None) -> Restarts:
+        if test is None or test.spread is None or not test.items:
+            return cls(0.0, 0.0)
+        run = max(test.spread.variance - test.spread.floor, 0.0)
+        return cls(test.spread.floor / test.items, math.sqrt(run) / test.items)
+
+    def loss(self, n: int, noise_runs: int, level: float, power: float) -> float:
+        """The loss (a fraction) the spread part catches with this power at n items."""
+        from scipy.stats import norm, t
+
+        df = PRIORS["accuracy"].df + noise_runs
+        variance = self.counting * n + (self.spread * n) ** 2
+        scale = math.sqrt(variance * (1 + 1 / (noise_runs + 1)))
+        return (float(t.isf(level, df)) + float(norm.ppf(power))) * scale / n if n else 1.0
+
+
+def _loss_at(n: int, runs: int, rate: float, restarts: Restarts, level: float,
+             ceiling: float, power: float) -> float | None:
+    exact = detectable_loss(n, rate, level, ceiling, power) if n else None
+    if exact is None:
+        return None
+    value = max(exact, restarts.loss(n, runs, level, power))
+    return value if value <= ceiling else None
+
+
 def accuracy_plan(task: str, table: PairedTable, available: int | None, targets: Targets,
-                  level: float, note: str = "") -> TaskPlan:
-    """Items for the accuracy check to catch a loss of `detect` points at the pilot's flip
-    rate; the best loss the data can show when it cannot supply them."""
+                  level: float, note: str = "", pooled: CountTest | None = None,
+                  noise_runs: int = 0) -> TaskPlan:
+    """Items and noise runs for the accuracy check to catch a loss of `detect` points: the
+    fewest noise runs with which some size reaches it, and the items it then needs; the best
+    loss the data can show when it cannot supply them."""
     n = table.n
     rate = table.discordant / n if n else 0.0
     ceiling = table.baseline_correct / n if n else 1.0
-    needed = items_for_loss(targets.detect / 100, rate, level, targets.power)
-    here = detectable_loss(n, rate, level, ceiling, targets.power) if n else None
+    restarts, want = Restarts.of(pooled), targets.detect / 100
+
+    def needs(runs: int) -> int | None:
+        return smallest_size(lambda m: (_loss_at(m, runs, rate, restarts, level, 1.0,
+                                                 targets.power) or 1.0) > want, 8, 10_000_000)
+
+    runs = next((k for k in range(max(noise_runs, 2), MOST_NOISE_RUNS + 1)
+                 if needs(k) is not None), None)
+    needed = needs(runs) if runs is not None else None
+    here = _loss_at(n, noise_runs, rate, restarts, level, ceiling, targets.power)
     short = available is not None and (needed is None or needed > available)
-    best = detectable_loss(available, rate, level, ceiling, targets.power) \
-        if short and available else None
-    return TaskPlan(task, "accuracy", n, available, needed, 0, _points(here), _points(best),
+    best = _loss_at(available, runs or MOST_NOISE_RUNS, rate, restarts, level, ceiling,
+                    targets.power) if short and available else None
+    return TaskPlan(task, "accuracy", n, available, needed, runs, _points(here), _points(best),
                     rate, level, note)
 
 
@@ -101,11 +149,21 @@ def drift_plan(task: str, n: int, mean: float, spread: float | None, pilot_runs:
     found: dict[int, float | None] = {}
     for k in range(1, MOST_NOISE_RUNS + 1):
         figures = pool_figures(mean, spread if k >= 2 else None, k + 1, n)
-        found[k] = detectable_extra(CountFloor(n, figures, k + 1), level, targets.power)
+        found[k] = detectable_extra(CountFloor(n, figures, k + 1, _pool_spread(figures, n)),
+                                    level, targets.power)
     needed = next((k for k, extra in found.items() if extra is not None and extra <= want), None)
     here = found.get(max(pilot_runs, 1))
     return TaskPlan(task, "drift", n, n, n, needed, _share(here, n),
                     _share(found[MOST_NOISE_RUNS], n), None, level)
+
+
+def _pool_spread(figures: Sequence[float], n: int) -> Spread:
+    """The spread the gate's count test would take from such a pool (judge/floor.py)."""
+    mean = float(np.mean(figures))
+    floor = max(mean, 0.0) * logit_slope(mean, n) ** 2
+    prior = PRIORS["count"]
+    return moderated([logit_share(q, n) for q in figures], floor + prior.spread ** 2,
+                     prior.df, floor)
 
 
 def _share(count: float | None, n: int) -> float | None:
@@ -167,15 +225,16 @@ def _task_plans(e: TaskEvidence, noise_runs: int, targets: Targets, levels: Leve
     found = []
     if e.accuracy is not None:
         found.append(accuracy_plan(e.task, e.accuracy.decisive.table, available, targets,
-                                   levels.primary))
+                                   levels.of("accuracy"), pooled=e.wrong,
+                                   noise_runs=noise_runs))
     elif e.changed is not None:
         t = e.changed
         spread = (float(np.std([logit_share(q, t.items) for q in t.figures], ddof=1))
-                  if t.spread_measured else ASSUMED_SPREAD)
+                  if t.spread_measured and len(t.figures) > 1 else PRIORS["count"].spread)
         found.append(drift_plan(e.task, t.items, float(np.mean(t.figures)), spread, noise_runs,
-                                targets, levels.primary))
+                                targets, levels.of("drift")))
     if e.divergence is not None and e.divergence.items:
         d = divergence_plan(e.task, e.divergence.items, e.divergence.item_spread,
-                            e.divergence.noise_means, targets, levels.other)
+                            e.divergence.noise_means, targets, levels.of("divergence"))
         found += [d] if d else []
     return found

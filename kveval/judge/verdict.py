@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from kveval.errors import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, IncomparableError, UsageError
 from kveval.formats.records import ItemRecord
@@ -44,6 +45,9 @@ from kveval.judge.decide import (
 )
 from kveval.judge.detect import Detectable, task_detectable
 from kveval.judge.divergence import TaskDivergence, task_divergences
+from kveval.judge.floor import CountTest
+from kveval.judge.inputs import Inputs, prepared
+from kveval.judge.pooled import pooled_accuracy
 from kveval.judge.setup import (
     Difference,
     Setup,
@@ -87,12 +91,27 @@ class Examined:
     checks: tuple[Check, ...]
     warnings: tuple[Check, ...]
     family: Family
-    detectable: dict[str, tuple[Detectable, ...]] = field(default_factory=dict)  # by task
+    inputs: Inputs | None = None  # the runs as judged: copies counted once, bad batches apart
 
     @property
     def levels(self) -> Levels:
         """The levels one check must reach on its own in the family (Holm's first step)."""
         return first_step_levels(self.checks, self.family.alpha)
+
+    @cached_property
+    def detectable(self) -> dict[str, tuple[Detectable, ...]]:
+        """By task: the smallest change each tested figure catches (judge/detect.py)."""
+        return {e.task: task_detectable(e, self.levels) for e in self.evidence
+                if not e.skipped and not e.missing}
+
+    def pooled(self, task: str) -> CountTest | None:
+        """The task's accuracy check: its wrong answers against the baseline's setup."""
+        return next((e.wrong for e in self.evidence if e.task == task), None)
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        """What was set apart or is not what it claims: copies, bad batches."""
+        return self.inputs.warnings if self.inputs is not None else ()
 
 
 def check_skip(base: Side, skip: Sequence[str]) -> None:
@@ -160,6 +179,7 @@ class _Found:
     accuracy: dict[str, PairedComparison]
     curves: dict[str, Curve]
     divergence: dict[str, TaskDivergence]
+    wrong: dict[str, CountTest]
 
 
 def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> TaskEvidence:
@@ -174,7 +194,8 @@ def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> Task
     div = found.divergence.get(name)
     collapse = drift.collapse
     return TaskEvidence(
-        name, accuracy=found.accuracy.get(name), changed=drift.changed,
+        name, accuracy=found.accuracy.get(name), wrong=found.wrong.get(name),
+        changed=drift.changed,
         truncated=collapse.truncated_test if collapse else None,
         empty=collapse.empty_test if collapse else None,
         lengths=versus.paired if versus else (),
@@ -182,13 +203,17 @@ def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> Task
         recovery=versus.recovery if versus else None,
         fewest_pairs=versus.fewest_pairs if versus else 0,
         divergence=div.test if div is not None else None,
+        log_probs=any(i.logprobs is not None for i in base.items if i.task == name),
         margin=task_margin(base, name))
 
 
 def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequence[Side] = (),
             family: Family = Family(), show: int = 0) -> Examined:
-    """Everything the runs show, and the family of checks on it."""
+    """Everything the runs show, and the family of checks on it: copies among the noise runs
+    counted once and every run's bad batch set apart first (judge/inputs.py)."""
     check_skip(base, family.skip)
+    inputs = prepared(base, cand, noises)
+    base, cand, noises = inputs.baseline, inputs.candidate, inputs.noises
     comparison = compare_sides(base, cand, show=show, noises=noises, repeats=repeats,
                                skip=family.skip)
     judged = with_worst_case(judged_accuracy(comparison.pairing, family.metric), base, cand)
@@ -196,25 +221,28 @@ def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequen
     divergences = tuple(task_divergences(comparison.pairing.pairs,
                                          [p.pairs for p in comparison.noise_pairings],
                                          family.max_kl))
-    check_max_kl(family, noises, divergences)
+    check_max_kl(family, base, noises, divergences)
+    wrong = {a.task: t for a in judged
+             if (t := pooled_accuracy(a.task, base, noises, cand, a.metric)) is not None}
     found = _Found({t.task: t for t in comparison.tasks}, {a.task: a for a in judged},
-                   curves, {d.task: d for d in divergences})
+                   curves, {d.task: d for d in divergences}, wrong)
     names = dict.fromkeys([*(item.task for item in base.items),
                            *(t.task for t in comparison.tasks)])
     evidence = tuple(_evidence(n, found, base, family.skip) for n in names)
     options = Options(alpha=family.alpha, max_kl=family.max_kl,
                       min_recovery=family.min_recovery)
     checks, _ = decide(evidence, options)
-    levels = first_step_levels(checks, family.alpha)
-    seen = {e.task: task_detectable(e, levels) for e in evidence if not e.skipped and not e.missing}
     return Examined(comparison, judged, curves, divergences, evidence, checks,
-                    warnings_family(evidence, options), family, seen)
+                    warnings_family(evidence, options), family, inputs)
 
 
-def check_max_kl(family: Family, noises: Sequence[Side],
+def check_max_kl(family: Family, base: Side, noises: Sequence[Side],
                  divergences: Sequence[TaskDivergence]) -> None:
     if family.max_kl is None:
         return
+    if not any(item.logprobs is not None for item in base.items):
+        raise UsageError("--max-kl: the baseline has no log-probabilities (run the baseline, "
+                         "the candidate and the noise runs with --logprobs K)")
     if not noises:
         raise UsageError("--max-kl judges the KL against the noise floor: give --noise N")
     if not any(d.test for d in divergences):

@@ -12,17 +12,23 @@ from kveval.show.blocks import Block, Table
 from kveval.show.words import count_sentence, p_text, p_value, testable
 
 
-def _result(c: Check) -> str:
+def check_outcome(c: Check) -> str:
+    if not c.run:
+        return "not run"
     if not c.testable:
-        return "cannot reach alpha"
+        return "cannot reach its level"
     return "SHOWN" if c.alarmed else "-"
 
 
 def checks_table(checks: Sequence[Check]) -> Table:
-    """Every check: what it tests, its one-sided p-value, the Holm-adjusted one, the result."""
-    rows = tuple((c.task, c.name, p_value(c.p_value),
-                  p_value(c.adjusted_p) if c.testable else "-", _result(c)) for c in checks)
-    return Table(("task", "check", "p (one-sided)", "Holm-adjusted", "result"), rows)
+    """Every check: what it tests, its declared weight, its one-sided p-value, the level it
+    was tested at, the Holm-adjusted p-value, the result."""
+    rows = tuple((c.task, c.name, f"{c.weight:g}", p_value(c.p_value, c.level),
+                  f"{c.level:.2g}" if c.testable else "-",
+                  p_value(c.adjusted_p, c.alpha) if c.testable else "-", check_outcome(c))
+                 for c in checks)
+    return Table(("task", "check", "weight", "p (one-sided)", "its level", "Holm-adjusted",
+                  "result"), rows)
 
 
 def check_lines(ex: Examined, accuracy: bool = True) -> list[Block]:
@@ -60,3 +66,16 @@ def calibration_notes(noise_runs: int, max_kl: bool) -> list[str]:
     notes = [false_alarm_note(noise_runs)] + ([false_alarm_note(noise_runs, True)] if max_kl
                                               else [])
     return [n for n in notes if n]
+
+
+def notice_items(ex: Examined) -> list[tuple[str, str]]:
+    """(kind, sentence) of everything a verdict must say beside its checks: inputs set apart
+    (copies, bad batches), a spread between restarts not measured, the simulated false-alarm
+    rate of a gate with this few noise runs."""
+    found = [("inputs", text) for text in ex.notices]
+    runs = len(ex.comparison.noises)
+    return found + [("spread", n) for n in calibration_notes(runs, ex.family.max_kl is not None)]
+
+
+def notices(ex: Examined) -> list[str]:
+    return [text for _, text in notice_items(ex)]

@@ -8,8 +8,8 @@ from kveval.judge.checks import first
 from kveval.judge.collapse import Collapse, length_ratio, truncated
 from kveval.judge.compare import Comparison, Drift, Pair
 from kveval.judge.verdict import Examined, Setup
-from kveval.show.blocks import CONTEXT, Block, Heading, SideBySide, Table
-from kveval.show.checks_view import check_lines, checks_table, warnings_sentence
+from kveval.show.blocks import CONTEXT, Block, Heading, Note, SideBySide, Table
+from kveval.show.checks_view import check_lines, checks_table, notices, warnings_sentence
 from kveval.show.curves import headed
 from kveval.show.divergence import divergence_blocks
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
@@ -114,6 +114,7 @@ def compare_blocks(setup: Setup | None, ex: Examined) -> list[Block]:
     warned = warnings_sentence(ex)
     blocks += [f"divergence: {warned}"] if warned else []
     blocks += [Heading("checks"), checks_table(ex.checks), *detectable_lines(ex)]
+    blocks += [Note(n) for n in notices(ex)]
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
     for t in c.tasks:
         blocks += [diverged_block(p, c.base.label, c.candidate.label) for p in t.diverged]

@@ -8,9 +8,9 @@ from kveval.judge.checks import first
 from kveval.judge.verdict import Examined, GateReport, TaskDecision
 from kveval.show.blocks import Block, Heading, Note, Table
 from kveval.show.checks_view import (
-    calibration_notes,
     check_lines,
     checks_table,
+    notices,
     warnings_sentence,
 )
 from kveval.show.compare_view import collapse_table
@@ -46,7 +46,7 @@ def _accuracy_words(d: TaskDecision, comp: PairedComparison, r: GateReport) -> s
     check = first(ex.checks, d.task, "accuracy")
     base, cand = ex.comparison.base.label, ex.comparison.candidate.label
     family = testable(ex.checks)
-    text = paired_sentence(comp, base, cand, check, family)
+    text = paired_sentence(comp, base, cand, check, family, ex.pooled(d.task))
     if comp.worst is not None:
         margin = d.margin if r.policy == "paired" else None
         text += f" {worst_sentence(comp.worst, cand, margin, check, family)}"
@@ -181,5 +181,5 @@ def gate_blocks(r: GateReport) -> list[Block]:
     blocks += headed(ex.curves, ex.checks)
     blocks += divergence_blocks(ex)
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
-    blocks += [Note(n) for n in calibration_notes(len(c.noises), ex.family.max_kl is not None)]
+    blocks += [Note(n) for n in notices(ex)]
     return blocks + [gate_summary(r)]

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kveval.judge.accuracy import WorstCase
-from kveval.judge.checks import Check, first, of_task
+from kveval.judge.checks import WEIGHTS, Check, family_weight, first, of_task
 from kveval.judge.collapse import NGRAM, Collapse, TaskCollapse, length_ratio
 from kveval.judge.compare import Drift, Pairing, Side, TaskDrift
 from kveval.judge.decide import TaskDecision
@@ -24,7 +24,7 @@ from kveval.judge.verdict import (
     Setup,
 )
 from kveval.show.blocks import Block, Heading, Note, Rendered, SideBySide, Table
-from kveval.show.checks_view import warnings_sentence
+from kveval.show.checks_view import notice_items, warnings_sentence
 from kveval.show.curves import attach
 from kveval.show.divergence import add_json
 from kveval.show.gate_view import decision_reason, gate_summary
@@ -58,7 +58,8 @@ def dumps(data: Mapping[str, Any]) -> str:
 def check_json(c: Check) -> dict[str, Any]:
     return {"task": c.task, "check": c.name, "kind": c.kind, "p_value": c.p_value,
             "min_p": c.min_p, "testable": c.testable, "adjusted_p": c.adjusted_p,
-            "alpha": c.alpha, "shown": c.alarmed}
+            "alpha": c.alpha, "weight": c.weight, "level": c.level, "run": c.run,
+            "why_not": c.why_not or None, "shown": c.alarmed}
 
 
 def interval_json(interval: Interval) -> list[float]:
@@ -105,10 +106,16 @@ def drift_json(d: Drift | None) -> dict[str, Any] | None:
 def count_json(t: CountTest | None, check: Check | None) -> dict[str, Any] | None:
     if t is None:
         return None
+    spread = t.spread
     return {"items": t.items, "candidate": t.candidate, "pool": list(t.pool),
             "exact_p": t.exact_p, "spread_p": t.spread_p, "p_value": t.p_value,
             "spread_measured": t.spread_measured,
+            "spread": None if spread is None else {
+                "scale": t.scale, "variance": spread.variance, "df": spread.df,
+                "counting_floor": spread.floor, "runs": spread.runs},
             "adjusted_p": None if check is None else check.adjusted_p,
+            "level": None if check is None else check.level,
+            "beyond_at_level": None if check is None or not check.run else t.bound(check.level),
             "shown": None if check is None else check.alarmed}
 
 
@@ -158,10 +165,13 @@ def task_drift_json(t: TaskDrift, ex: Examined) -> dict[str, Any]:
 
 
 def family_json(ex: Examined) -> dict[str, Any]:
-    """The family of checks and the divergence warnings, as every verdict JSON holds them."""
+    """The family of checks and the warnings (divergence beyond the floor, noise runs that are
+    copies, bad batches set apart, a spread not measured), as every verdict JSON holds them."""
     return {"alpha": ex.family.alpha, "checks": [check_json(c) for c in ex.checks],
-            "family_size": testable(ex.checks),
-            "warnings": [check_json(c) for c in ex.warnings if c.alarmed],
+            "family_size": testable(ex.checks), "family_weight": family_weight(ex.checks),
+            "weights": dict(WEIGHTS),
+            "warnings": [check_json(c) for c in ex.warnings if c.alarmed]
+            + [{"kind": kind, "text": text} for kind, text in notice_items(ex)],
             "warning": warnings_sentence(ex) or None}
 
 
@@ -183,21 +193,27 @@ def compare_json(setup: Setup | None, ex: Examined) -> dict[str, Any]:
 
 
 def paired_json(c: PairedComparison, base: str, candidate: str, check: Check | None = None,
-                family: int = 1) -> dict[str, Any]:
+                family: int = 1, pooled: CountTest | None = None) -> dict[str, Any]:
+    """`p_value` and `adjusted_p` are the family's one-sided accuracy check (the candidate
+    against the baseline's setup); McNemar's two-sided p of the baseline-candidate table is
+    `mcnemar_p`, and the 95% interval beside it is unadjusted."""
     t = c.table
     return {
         "task": c.task, "metric": c.metric,
         "baseline": accuracy_json(c.baseline), "candidate": accuracy_json(c.candidate),
         "both": t.both, "lost": t.lost, "gained": t.gained, "neither": t.neither,
-        "p_value": c.p_value, "difference": t.difference,
-        "difference_interval": interval_json(c.difference),
+        "p_value": None if check is None else check.p_value,
+        "mcnemar_p": c.p_value, "difference": t.difference,
+        "difference_interval": interval_json(c.difference), "interval_adjusted": False,
         "largest_loss": c.largest_loss, "overlap": c.overlap,
         "overlap_verdict": overlap_sentence(c, candidate),
-        "summary": paired_sentence(c, base, candidate, check, family),
+        "summary": paired_sentence(c, base, candidate, check, family, pooled),
         "sole_metric": c.sole_metric,
         "worst_case": worst_json(c.worst, candidate, check, family),
         "adjusted_p": None if check is None else check.adjusted_p,
+        "level": None if check is None else check.level,
         "loss_shown": None if check is None else check.alarmed,
+        "against_pool": count_json(pooled, check),
     }
 
 
@@ -246,7 +262,9 @@ def score_json(r: ScoreReport, extras: TaskExtras | None = None,
         "baseline": side_json(r.baseline),
         "setup": setup_json(r.setup),
         "pairing": pairing_json(r.pairing) if r.pairing else None,
-        "paired": [paired_json(c, base, r.run.label, check(c), family) for c in r.accuracy],
+        "paired": [paired_json(c, base, r.run.label, check(c), family,
+                               ex.pooled(c.task) if ex and check(c) else None)
+                   for c in r.accuracy],
         **(family_json(ex) if ex else {}),
     }
     return attach_detectable(attach(data, ex.curves, ex.checks), ex) if ex else data

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kveval.judge.checks import WEIGHTS
 from kveval.judge.plan import Plan, TaskPlan
 from kveval.show.blocks import Block, Heading, Table
 
@@ -30,9 +31,11 @@ def sentence(p: TaskPlan, plan: Plan) -> str:
         rate = f"{100 * (p.flip_rate or 0):.1f}% of answers flipping either way"
         want = f"a loss of {t.detect:g} points"
         if p.items_needed is None:
-            head = f"{want} cannot be caught at {rate}"
+            head = (f"{want} cannot be caught at {rate} with up to 8 noise runs (a restart "
+                    "moves accuracy by about that much)")
         else:
-            head = f"{want} needs {p.items_needed:,} items at {rate}"
+            head = (f"{want} needs {p.items_needed:,} items and {p.noise_runs_needed} noise "
+                    f"runs at {rate}")
         if p.available is not None and (p.items_needed is None or p.items_needed > p.available):
             head += (f"; the data has {p.available:,}: " + (
                 f"the best it can do is {_figure(p.best, p.kind)}" if p.best is not None
@@ -62,7 +65,8 @@ def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
     head = (f"kveval plan: catch a loss of {t.detect:g} points, {t.detect_drift:g}% extra drift"
             + (f", {t.detect_kl:g} nats of KL" if t.detect_kl else "")
             + f" with {100 * t.power:.0f}% power; accuracy and drift each at "
-              f"{plan.levels.primary:.2g}, divergence at {plan.levels.other:.2g} (alpha "
+              f"{plan.levels.of('accuracy'):.2g}, drift at {plan.levels.of('drift'):.2g}, "
+              f"divergence at {plan.levels.of('divergence'):.2g} (alpha "
               f"{t.alpha:g} over the family); flips measured: {plan.flip_source}")
     blocks: list[Block] = [Heading("kveval plan"), head,
                            Table(("task", "check", "pilot items", "flip rate", "catches now",
@@ -70,8 +74,8 @@ def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
                                   "noise runs needed"), rows(plan))]
     blocks += [f"{p.task} {p.kind}: {sentence(p, plan)}" for p in plan.tasks]
     if plan.noise_runs < 2:
-        blocks.append("two noise runs or more measure the floor's spread; with fewer the gate "
-                      "assumes it (bench/gate_calibration.py)")
+        blocks.append("two noise runs or more measure the spread between restarts; with fewer "
+                      "the gate's declared prior stands in for it (bench/gate_calibration.py)")
     if commands:
         blocks += ["grow the runs to these sizes:", *(f"  {c}" for c in commands)]
     return blocks
@@ -80,7 +84,8 @@ def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
 def plan_json(plan: Plan, commands: Sequence[str]) -> dict[str, Any]:
     t = plan.targets
     return {
-        "command": "plan", "level": plan.levels.primary, "level_other": plan.levels.other,
+        "command": "plan", "level": plan.levels.of("accuracy"),
+        "levels": {kind: plan.levels.of(kind) for kind in WEIGHTS},
         "alpha": t.alpha, "power": t.power,
         "detect": t.detect, "detect_drift": t.detect_drift, "detect_kl": t.detect_kl,
         "noise_runs": plan.noise_runs, "flips_measured": plan.flip_source,

@@ -82,7 +82,8 @@ def paired_lines(r: ScoreReport, base: str, cand: str, ex: Examined | None) -> l
         name = c.task if c.sole_metric else f"{c.task} {c.metric}"
         check = first(ex.checks, c.task, "accuracy") if ex and (c.task, c.metric) in judged \
             else None
-        lines.append(f"{name}: {paired_sentence(c, base, cand, check, family)}")
+        pooled = ex.pooled(c.task) if ex and check else None
+        lines.append(f"{name}: {paired_sentence(c, base, cand, check, family, pooled)}")
         if c.worst is not None:
             lines.append(f"{name}: {worst_sentence(c.worst, cand, None, check, family)}")
     return lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kveval.judge.checks import WEIGHTS
 from kveval.judge.detect import POWER, Detectable
 from kveval.judge.verdict import Examined
 from kveval.show.words import plural
@@ -51,8 +52,8 @@ def detectable_json(d: Detectable) -> dict[str, Any]:
 
 def attach(data: dict[str, Any], ex: Examined) -> dict[str, Any]:
     """Each task entry of a verdict JSON gains `detectable`: {kind: {...}}, and the level."""
-    data["detect_level"] = ex.levels.primary  # accuracy or drift
-    data["detect_level_other"] = ex.levels.other  # truncated, empty, divergence
+    data["detect_level"] = ex.levels.of("accuracy")
+    data["detect_levels"] = {kind: ex.levels.of(kind) for kind in WEIGHTS}
     for entry in data.get("tasks", []):
         found = ex.detectable.get(entry.get("task"), ())
         entry["detectable"] = {d.kind: detectable_json(d) for d in found}

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kveval.show import charts
+from kveval.show.words import p_value
 
 WORDS = {"pass": "PASS", "regression": "REGRESSION", "cannot judge": "CANNOT JUDGE"}
 PASSED = {True: "pass", False: "REGRESSION", None: "not judged"}
@@ -103,19 +104,30 @@ def verdict_section(data: Mapping[str, Any]) -> dict[str, Any]:
             "policy": margin_text(gate), "metric": gate.get("metric"),
             "summary": gate.get("summary") or gate.get("reason") or "", "tasks": rows,
             "losses": losses, "checks": [_check_row(c) for c in gate.get("checks") or []],
-            "alpha": gate.get("alpha"), "family_size": gate.get("family_size")}
+            "alpha": gate.get("alpha"), "family_size": gate.get("family_size"),
+            "notices": [w["text"] for w in gate.get("warnings") or []
+                        if isinstance(w, Mapping) and isinstance(w.get("text"), str)]}
 
 
-def _p(value: Any) -> str:
-    if not isinstance(value, (int, float)):
+def _p(value: Any, alpha: Any = None) -> str:
+    """The digits the text tables print (show/words.py)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
         return "-"
-    return "< 0.0001" if value < 0.0001 else f"{value:.2g}"
+    level = alpha if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) else 0.05
+    return p_value(float(value), float(level))
 
 
 def _check_row(c: Mapping[str, Any]) -> dict[str, Any]:
-    result = "SHOWN" if c.get("shown") else ("-" if c.get("testable") else "cannot reach alpha")
-    return {"task": c.get("task"), "check": c.get("check"), "p": _p(c.get("p_value")),
-            "adjusted": _p(c.get("adjusted_p")) if c.get("testable") else "-",
+    if c.get("run") is False:
+        result = "not run"
+    else:
+        result = "SHOWN" if c.get("shown") else ("-" if c.get("testable") else
+                                                 "cannot reach its level")
+    level = c.get("level")
+    return {"task": c.get("task"), "check": c.get("check"), "p": _p(c.get("p_value"), level),
+            "weight": c.get("weight") if isinstance(c.get("weight"), (int, float)) else "-",
+            "level": f"{level:.2g}" if isinstance(level, float) and c.get("testable") else "-",
+            "adjusted": _p(c.get("adjusted_p"), c.get("alpha")) if c.get("testable") else "-",
             "result": result, "shown": bool(c.get("shown"))}
 
 

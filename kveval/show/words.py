@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kveval.judge.accuracy import WorstCase
-from kveval.judge.checks import Check
+from kveval.judge.checks import ALPHA, Check
 from kveval.judge.collapse import NGRAM, REPETITION_SAMPLE, Collapse
 from kveval.judge.compare import Drift, TaskDrift
-from kveval.judge.floor import ASSUMED_SPREAD, CountTest
+from kveval.judge.floor import CountTest
+from kveval.judge.spread import PRIORS
 from kveval.judge.stats import Interval
 from kveval.judge.verdict import Accuracy, PairedComparison
 
@@ -40,12 +41,20 @@ def _wrong_side(value: float, margin: float, digits: int) -> bool:
     return (shown > margin) != (value > margin) or (shown == margin) != (value == margin)
 
 
-def p_text(p: float) -> str:
+def p_text(p: float, alpha: float = ALPHA) -> str:
+    """A p-value with as many digits as it takes to fall on the same side of alpha as the
+    value does: 0.0508 is "0.051", never "0.05" beside a 0.0499 printed "0.050"."""
     if p < 0.0001:
         return "p < 0.0001"
-    if p < 0.001:
-        return f"p = {p:.4f}"
-    return f"p = {p:.3f}" if p < 0.01 else f"p = {p:.2f}"
+    digits = 4 if p < 0.001 else (3 if p < 0.01 else 2)
+    while digits < 8 and _misleads(p, alpha, digits):
+        digits += 1
+    return f"p = {p:.{digits}f}"
+
+
+def _misleads(p: float, alpha: float, digits: int) -> bool:
+    shown = round(p, digits)
+    return (shown < alpha) != (p < alpha) or (shown == round(alpha, digits) and p != alpha)
 
 
 def accuracy_text(acc: Accuracy | None) -> str:
@@ -64,26 +73,29 @@ def overlap_sentence(c: PairedComparison, candidate: str) -> str:
 
 def check_result(c: Check | None, family: int, noun: str = "check") -> str:
     """The check's p-values and what they show: "shown (p = 0.0010; Holm-adjusted over 12
-    checks, p = 0.012)", "not shown (...)", or that the items cannot show it at all. A task's
-    verdict check says its weight in the family (judge/checks.py)."""
+    checks, weight 6, p = 0.012)", "not shown (...)", that the items cannot show it at all,
+    or that these runs cannot run it. Every check says its weight in the family."""
     if c is None:
         return "not tested"
+    if not c.run:
+        return f"not run: {c.why_not} (it keeps its share of alpha)"
     if not c.testable:
         return (f"cannot show at alpha {c.alpha:g} with these items (the smallest p-value "
-                f"they allow is {p_value(c.min_p)})")
+                f"they allow is {p_value(c.min_p, c.alpha)})")
     word = "shown" if c.alarmed else "not shown"
-    weight = f", weight {c.weight:g}" if c.weight != 1 and family > 1 else ""
-    return (f"{word} at alpha {c.alpha:g} ({p_text(c.p_value)}; Holm-adjusted over "
-            f"{plural(family, noun)}{weight}, {p_text(c.adjusted_p)})")
+    weight = f", weight {c.weight:g}" if family > 1 else ""
+    return (f"{word} at alpha {c.alpha:g} ({p_text(c.p_value, c.level)} one-sided, its level "
+            f"{c.level:.2g}; Holm-adjusted over {plural(family, noun)}{weight}, "
+            f"{p_text(c.adjusted_p, c.alpha)})")
 
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def p_value(p: float) -> str:
+def p_value(p: float, alpha: float = ALPHA) -> str:
     """A p-value without its "p": "0.0010", "< 0.0001"."""
-    return p_text(p).removeprefix("p = ").removeprefix("p ")
+    return p_text(p, alpha).removeprefix("p = ").removeprefix("p ")
 
 
 def testable(checks: Sequence[Check]) -> int:
@@ -92,57 +104,97 @@ def testable(checks: Sequence[Check]) -> int:
 
 def loss_sentence(c: PairedComparison | WorstCase, margin: float | None = None,
                   check: Check | None = None) -> str:
-    """The interval for the difference in one sentence; "a loss shown" only where the family's
-    accuracy check shows it, so the sentence cannot contradict the verdict."""
+    """The 95% interval for the difference in one sentence, said to be unadjusted; "a loss
+    shown" only where the family's accuracy check shows it, so the sentence cannot
+    contradict the verdict."""
     n, d = c.table.n, c.difference
     loss = f"{points(-d.high, margin)} to {points(-d.low, margin)} points"
     if d.high < 0 and check is not None and check.alarmed:
-        return (f"{n} questions show a loss of at least {points(-d.high, margin)} points "
-                f"(up to {points(-d.low, margin)}).")
+        return (f"{n} questions show a loss (the check above); 95% CI of the loss {loss} "
+                "(unadjusted).")
     if d.high < 0 and check is not None:
-        return (f"{n} questions: the 95% CI alone puts the loss at {loss}; across the gate's "
-                "checks it is not shown.")
+        return (f"{n} questions: the 95% CI alone puts the loss at {loss} (unadjusted); "
+                "across the gate's checks, against the baseline's setup, it is not shown.")
     if d.high < 0:
         return f"{n} questions: 95% CI of the loss {loss} (unadjusted; not a check of the gate)."
     if c.largest_loss == 0:
-        return f"{n} questions rule out any loss."
-    return f"{n} questions cannot rule out a loss of {points(c.largest_loss, margin)} points."
+        return f"{n} questions rule out any loss (95% CI, unadjusted)."
+    return (f"{n} questions cannot rule out a loss of {points(c.largest_loss, margin)} points "
+            "(95% CI, unadjusted).")
+
+
+def pooled_sentence(t: CountTest | None, candidate: str, check: Check | None,
+                    family: int) -> str:
+    """The accuracy check in words: the candidate's wrong answers against the baseline's
+    setup, what that shows, and how far at the check's own level."""
+    if t is None or check is None:
+        return ""
+    runs = "the baseline" if len(t.pool) == 1 else \
+        f"the baseline's setup ({len(t.pool)} runs)"
+    level = bound_text(t, check)
+    return (f"{candidate} has {t.candidate} of {t.items} wrong; {pool_text(t, runs + ' had')}; "
+            f"a loss beyond a restart's {check_result(check, family)}"
+            + (f"; {level}" if level else "") + ".")
 
 
 def worst_sentence(w: WorstCase, candidate: str, margin: float | None = None,
                    check: Check | None = None, family: int = 1) -> str:
     t = w.table
-    result = "" if check is None else f" A loss {check_result(check, family)}."
     return (f"worst case, counting {candidate}'s {w.errors} error(s) on items the baseline "
             f"answered as losses: {t.lost} lost, {t.gained} gained; difference "
             f"{signed(t.difference)} points, 95% CI {signed(w.difference.low)} to "
-            f"{signed(w.difference.high)}.{result} {loss_sentence(w, margin, check)}")
+            f"{signed(w.difference.high)} (unadjusted). {loss_sentence(w, margin, check)}")
 
 
 def paired_sentence(c: PairedComparison, base: str, candidate: str, check: Check | None = None,
-                    family: int = 1) -> str:
-    """The paired table in words; the family's verdict on it where it decides on this table
-    (with errors in the candidate, the worst case decides: worst_sentence)."""
+                    family: int = 1, pooled: CountTest | None = None) -> str:
+    """The paired table in words, then the family's accuracy check on it: the candidate
+    against the baseline's setup (its errors counted as wrong)."""
     t = c.table
-    decides = check if c.worst is None else None
-    result = "" if decides is None else f": a loss {check_result(decides, family)}"
+    verdict = pooled_sentence(pooled, candidate, check, family)
     return (f"paired on {t.n} items, {candidate} got {t.lost} wrong that {base} got right and "
-            f"{t.gained} right that {base} got wrong (one-sided exact McNemar){result}; "
-            f"difference {signed(t.difference)} points, 95% CI {signed(c.difference.low)} to "
-            f"{signed(c.difference.high)}. {loss_sentence(c, None, check)}")
+            f"{t.gained} right that {base} got wrong; difference {signed(t.difference)} "
+            f"points, 95% CI {signed(c.difference.low)} to {signed(c.difference.high)} "
+            f"(unadjusted). " + (verdict + " " if verdict else "")
+            + loss_sentence(c, None, check))
 
 
 def changed_text(d: Drift) -> str:
     return f"{d.changed} of {d.pairs}"
 
 
+def spread_words(t: CountTest) -> str:
+    """How the pool's spread entered the test: its own with the declared prior, or the prior
+    alone."""
+    prior = PRIORS["accuracy" if t.scale == "count" else "count"]
+    unit = ("of the answers a run changes, at their net cost" if t.scale == "count"
+            else "log-sd of the rate")
+    if t.spread_measured:
+        return (f"their spread measured, moderated by the declared prior ({prior.spread:g} "
+                f"{unit}, {prior.df:g} degrees of freedom)")
+    return (f"their spread not measured: one run of the setup, so the declared prior "
+            f"({prior.spread:g} {unit}) stands in; give --noise two or three times")
+
+
 def pool_text(t: CountTest, runs: str) -> str:
-    """How the pool's spread entered: measured, assumed, or shown beyond."""
-    counts = ", ".join(map(str, t.pool))
-    spread = ("their spread measured" if t.spread_measured else
-              f"their spread assumed (log-sd {ASSUMED_SPREAD:g} of the rate; give --noise "
-              "two or three times to measure it)")
-    return f"{runs} {counts}; {spread}"
+    """The pool's counts and how their spread entered."""
+    return f"{runs} {', '.join(map(str, t.pool))}; {spread_words(t)}"
+
+
+def bound_text(t: CountTest, c: Check | None) -> str:
+    """How far beyond the floor the candidate lies at the check's own level (judge/checks.py:
+    its step of Holm), in the check's unit: it agrees with the verdict at that level."""
+    if c is None or not c.run:
+        return ""
+    beyond = t.bound(c.level)
+    share = f"{100 * (1 - c.level):.2f}".rstrip("0").rstrip(".")
+    if t.scale == "count":
+        what = (f"a loss of at least {points(beyond / t.items)} points beyond a restart's"
+                if beyond > 0 else "no loss beyond a restart's shown")
+    else:
+        what = (f"at least {beyond:.0f} answers beyond the setup's own" if beyond > 0
+                else "no excess over the setup's own shown")
+    return f"at the check's level ({share}%, its share of alpha): {what}"
 
 
 def drift_sentence(d: TaskDrift, candidate: str, check: Check | None = None,

@@ -1,0 +1,62 @@
+"""Accuracy against the baseline's setup: the candidate's wrong answers beside the baseline's
+and every noise run's, on the items all of them scored.
+
+The baseline and the noise runs are draws of one setup (judge/floor.py); on an accurate model
+a restart that changes more answers also scores lower, so the baseline alone is no measure of
+what a restart does to accuracy. Items: those the baseline scored and every noise run scored
+too; the candidate's errors and missing answers among them count as wrong (the worst case),
+so errors cannot hide losses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kveval.formats.records import ItemRecord
+from kveval.judge.accuracy import METRICS
+from kveval.judge.floor import CountTest, accuracy_test, answer_codes, changed_per_run
+from kveval.judge.harm import departure_cost
+from kveval.judge.sides import Side
+
+
+def _scores(side: Side, task: str, field: str) -> dict[tuple[str, str], ItemRecord]:
+    return {i.key: i for i in side.items
+            if i.task == task and i.ok and getattr(i, field) is not None}
+
+
+def pooled_accuracy(task: str, base: Side, noises: Sequence[Side], cand: Side,
+                    metric: str) -> CountTest | None:
+    """The accuracy check's test, or None where the task has no scored item in the pool."""
+    field = METRICS[metric]
+    pool = [_scores(s, task, field) for s in (base, *noises)]
+    keys = [k for k in pool[0] if all(k in p for p in pool[1:])]
+    if not keys:
+        return None
+    theirs = {i.key: i for i in cand.items if i.task == task}
+    rows = [[not getattr(p[k], field) for k in keys] for p in pool]
+    rows.append([_wrong(theirs.get(k), field) for k in keys])
+    answers = [[p[k].output for k in keys] for p in pool]
+    answers.append([_output(theirs.get(k)) for k in keys])
+    wrong = np.array(rows, dtype=bool)
+    return accuracy_test(wrong, changed_per_run(answers), cost_of(answers, wrong))
+
+
+def cost_of(answers: list[list[str | None]], wrong: np.ndarray) -> float:
+    """A departure's cost, from the pool alone where it has three runs or more, else with
+    the candidate (judge/harm.py)."""
+    codes = answer_codes(answers)
+    if codes.shape[0] > 3:
+        return departure_cost(codes[:-1], wrong[:-1])
+    return departure_cost(codes, wrong)
+
+
+def _wrong(item: ItemRecord | None, field: str) -> bool:
+    if item is None or not item.ok:
+        return True
+    return not getattr(item, field)
+
+
+def _output(item: ItemRecord | None) -> str | None:
+    return item.output if item is not None and item.ok else None
