@@ -6,7 +6,9 @@ The toy tokenizer splits text into words with their leading space (`"red green"`
 model knows one answer: after any prefix that ends with the first j of its tokens, the next
 is token j with the probability `top` gives "x", the rest as `top` says; after the whole
 answer it is "!". So every position of a forced answer has a known distribution, and two
-fakes with different `top`s differ by a known KL.
+fakes with different `top`s differ by a known KL. A name in `top` ending in DUP ("y@dup") is
+a token id of its own whose text is the name without it ("y"): two ids of one text, as
+byte-level tokenizers have, which each server lists apart.
 
 Shapes, as the servers document them:
 - llama-server: POST /tokenize {content, add_special, parse_special, with_pieces},
@@ -32,6 +34,7 @@ from typing import Any
 from fake_server import Behaviour, FakeServer
 
 TEMPLATE = "<|user|> {} <|assistant|>"
+DUP = "@dup"
 BOS = "<s>"
 _WORDS = re.compile(r"<\|\w+\|>|<s>| ?[^ ]+| +")
 
@@ -49,7 +52,7 @@ class ToyModel:
             return self.vocab.setdefault(piece, len(self.vocab) + 10)
 
     def piece(self, token: int) -> str:
-        return next(p for p, i in self.vocab.items() if i == token)
+        return shown(next(p for p, i in self.vocab.items() if i == token))
 
     def tokenize(self, text: str, special: bool) -> list[int]:
         return ([self.id(BOS)] if special else []) + [self.id(w) for w in _WORDS.findall(text)]
@@ -69,6 +72,11 @@ class ToyModel:
     def record(self, path: str, body: dict[str, Any]) -> None:
         with self.lock:
             self.calls.append((path, body))
+
+
+def shown(name: str) -> str:
+    """A token's text: a DUP name's without the suffix."""
+    return name.removesuffix(DUP)
 
 
 def openai_logprobs(max_k: int = 20) -> Callable[[dict[str, Any], str], Any]:
@@ -107,10 +115,10 @@ def llama_server(model: ToyModel, slots: int = 4, **kw: Any) -> FakeServer:
 
     def completion(body: dict[str, Any]) -> Any:
         dist = model.next_dist(body["prompt"])[: body.get("n_probs") or 0]
-        tops = [{"id": model.id(t), "token": t, "bytes": list(t.encode()), "logprob": lp}
-                for t, lp in dist]
+        tops = [{"id": model.id(t), "token": shown(t), "bytes": list(shown(t).encode()),
+                 "logprob": lp} for t, lp in dist]
         first = {**tops[0], "top_logprobs": tops} if tops else {}
-        return {"content": dist[0][0] if dist else "", "stop_type": "limit",
+        return {"content": shown(dist[0][0]) if dist else "", "stop_type": "limit",
                 "completion_probabilities": [first] if tops else [],
                 "tokens_cached": len(body["prompt"]) - 1}
 
@@ -147,7 +155,7 @@ def _prompt_logprobs(model: ToyModel, ids: list[int], k: int) -> list[Any]:
     rows: list[Any] = [None]
     for p in range(1, len(ids)):
         dist = model.next_dist(ids[:p])
-        row = {str(model.id(t)): {"logprob": lp, "rank": r + 1, "decoded_token": t}
+        row = {str(model.id(t)): {"logprob": lp, "rank": r + 1, "decoded_token": shown(t)}
                for r, (t, lp) in enumerate(dist[:k])}
         own = model.piece(ids[p])
         if str(ids[p]) not in row:
@@ -194,7 +202,7 @@ def sglang(model: ToyModel, chat: bool = False, **kw: Any) -> FakeServer:
             dist = dict(model.next_dist(ids[:p]))
             piece = model.piece(ids[p])
             own.append([dist.get(piece, math.log(1e-4)), ids[p], piece])
-            tops.append([[lp, model.id(t), t] for t, lp in model.next_dist(ids[:p])[:k]])
+            tops.append([[lp, model.id(t), shown(t)] for t, lp in model.next_dist(ids[:p])[:k]])
         meta = {"input_token_logprobs": own, "input_top_logprobs": tops,
                 "finish_reason": {"type": "length", "length": 1}, "prompt_tokens": len(ids)}
         return {"text": "!", "output_ids": [model.id("!")], "meta_info": meta}

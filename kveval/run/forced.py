@@ -27,11 +27,11 @@ from kveval.run.forced_tokens import (
     post_json,
     same_tokens,
 )
-from kveval.run.logprobs import from_legacy
+from kveval.run.logprobs import from_legacy, outcomes
 from kveval.safe import one_line
 
 # one scored position: the answer token's text, its log-probability (None: outside the
-# top-K), and the top-K {token: log-probability}
+# top-K), and the top-K {text: log-probability}, two ids of one text summed (logprobs.outcomes)
 Scored = tuple[str, float | None, dict[str, float]]
 
 
@@ -201,7 +201,7 @@ def decoded(data: Any, want: int, piece: str | None) -> Scored:
     try:
         first = data["completion_probabilities"][0]
         tops = first["top_logprobs"]
-        top = {str(t["token"]): _float(t["logprob"]) for t in tops}
+        top = outcomes((str(t["token"]), _float(t["logprob"])) for t in tops)
         own = next((_float(t["logprob"]) for t in tops if t["id"] == want), None)
         text = piece if piece is not None else next(
             (str(t["token"]) for t in tops if t["id"] == want), "")
@@ -225,8 +225,8 @@ def vllm_scored(data: Any, ids: list[int], k: int) -> list[Scored]:
 def _vllm_position(row: dict[str, Any], want: int, k: int) -> Scored:
     """The prompt's own token is listed beside the top-K when it ranks below them."""
     own = row[str(want)]
-    top = {str(e["decoded_token"]): _float(e["logprob"]) for e in row.values()
-           if int(e["rank"]) <= k}
+    top = outcomes((str(e["decoded_token"]), _float(e["logprob"])) for e in row.values()
+                   if int(e["rank"]) <= k)
     return str(own["decoded_token"]), _float(own["logprob"]), top
 
 
@@ -239,7 +239,8 @@ def sglang_scored(data: Any, ids: list[int]) -> list[Scored]:
         tops = meta["input_top_logprobs"][-len(ids):]
         if len(own) != len(ids) or [int(o[1]) for o in own] != ids:
             raise ForcedFailure("the input log-probabilities are not the answer's tokens")
-        return [(str(o[2]), _float(o[0]), {str(t[2]): _float(t[0]) for t in top or ()})
+        return [(str(o[2]), _float(o[0]), outcomes((str(t[2]), _float(t[0]))
+                                                   for t in top or ()))
                 for o, top in zip(own, tops, strict=True)]
     except (KeyError, IndexError, TypeError) as exc:
         raise ForcedFailure(f"the server returned no input log-probabilities ({exc!r})") from None
