@@ -118,12 +118,43 @@ def test_items_a_method_cannot_serve_are_named_and_recorded(
     mixed.write_text("\n".join([json.dumps(header), *chat[1:], *renamed]) + "\n")
     out = tmp_path / "tf.jsonl"
     with sglang(ToyModel(TOKENS, MOVED)) as server:
-        code, _, err = force(capsys, server, mixed, out)
+        code, text, err = force(capsys, server, mixed, out)
     assert code == 0, err
     assert f"prompts: {PROMPTS} item(s) not teacher-forced" in err
     forced = read_run(out)
-    assert forced.header.teacher_force["unserved"] == {"prompts": PROMPTS}
+    chat_ids = [json.loads(line)["item_id"] for line in chat[1:]]
+    assert forced.header.teacher_force["unforced"] == {"prompts": {"unservable": chat_ids}}
     assert {item.task for item in forced.items} == {"plain"}
+    assert (f"baseline items not teacher-forced: prompts: {PROMPTS} chat items (no chat "
+            "template on the server)") in text
+
+
+def test_every_item_left_out_is_listed_by_reason_and_counted_by_compare(
+        capsys: Any, baselines: dict[str, Path], tmp_path: Path) -> None:
+    """Two empty answers and a failed request: the header lists their ids by reason, the
+    run's summary and compare (text and JSON) count them."""
+    lines = baselines["chat"].read_text().splitlines()
+    items = [json.loads(line) for line in lines[1:]]
+    for item in items[:2]:
+        item["output"] = ""
+    items[2].update(status="error", output=None, error="HTTP 503")
+    base = tmp_path / "holes.jsonl"
+    base.write_text("\n".join([lines[0], *map(json.dumps, items)]) + "\n")
+    out = tmp_path / "tf.jsonl"
+    with llama_server(ToyModel(TOKENS, MOVED)) as server:
+        code, text, err = force(capsys, server, base, out)
+    assert code == 0, err
+    listed = read_run(out).header.teacher_force["unforced"]
+    assert listed == {"prompts": {"empty": [items[0]["item_id"], items[1]["item_id"]],
+                                  "error": [items[2]["item_id"]]}}
+    assert len(read_run(out).items) == PROMPTS - 3
+    said = ("prompts: 2 empty answers (no token to score), 1 baseline errors")
+    assert f"baseline items not teacher-forced: {said}" in text
+    code, shown, err = kveval(capsys, "compare", str(base), str(out))
+    assert code == 0, err
+    assert f"3 baseline item(s) not teacher-forced: {said}" in shown
+    code, shown, err = kveval(capsys, "compare", str(base), str(out), "--json")
+    assert json.loads(shown)["candidate"]["not_forced"] == {"prompts": {"empty": 2, "error": 1}}
 
 
 def test_a_baseline_split_the_tokenizer_would_not_make_is_forced_exactly(
@@ -183,3 +214,24 @@ def prompts(tmp_path: Path) -> Path:
     path = tmp_path / "prompts.txt"
     path.write_text("\n".join(f"Name three colours, take {i}." for i in range(PROMPTS)) + "\n")
     return path
+
+
+def test_a_retokenized_item_is_counted_as_not_forced_at_the_baselines_tokens(
+        capsys: Any, baselines: dict[str, Path], tmp_path: Path) -> None:
+    """Recorded tokens "re" + "d green" + " bl" + "ue": "d green" is two tokens alone, so
+    the server's own split is scored; the item is marked and counted."""
+    split = ["re", "d green", " bl", "ue"]
+    lines = baselines["chat"].read_text().splitlines()
+    items = [json.loads(line) for line in lines[1:]]
+    lp = items[0]["logprobs"]
+    lp["tokens"], lp["top_tokens"] = split, [[t, "y"] for t in split]
+    lp["logprobs"], lp["top_logprobs"] = lp["logprobs"][:1] * 4, lp["top_logprobs"][:1] * 4
+    base = tmp_path / "split.jsonl"
+    base.write_text("\n".join([lines[0], *map(json.dumps, items)]) + "\n")
+    out = tmp_path / "tf.jsonl"
+    with llama_server(ToyModel(TOKENS, MOVED)) as server:
+        code, text, err = force(capsys, server, base, out)
+    assert code == 0, err
+    assert "prompts: 1 retokenized (compared up to the first token that differs)" in text
+    code, shown, err = kveval(capsys, "compare", str(base), str(out), "--json")
+    assert json.loads(shown)["candidate"]["not_forced"] == {"prompts": {"retokenized": 1}}

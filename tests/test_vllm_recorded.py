@@ -139,9 +139,9 @@ def test_a_chat_item_is_forced_exactly_at_the_recorded_positions(
     assert code == 0, err
     run = read_run(out)
     assert run.header.teacher_force is not None
-    assert {k: run.header.teacher_force[k] for k in ("method", "chat_template", "unserved")} == {
+    assert {k: run.header.teacher_force[k] for k in ("method", "chat_template", "unforced")} == {
         "method": "prompt_logprobs", "chat_template": "/tokenize with messages",
-        "unserved": None}
+        "unforced": None}
     [item] = run.items
     assert item.meta["teacher_forced"] == {"method": "prompt_logprobs", "tokens": "exact",
                                            "positions": POSITIONS, "requests": 1}
