@@ -127,16 +127,28 @@ class Forced:
                       ) -> tuple[list[Scored], dict[str, Any]]:
         tok, recorded = self.tokenizer, self.answer.tokens
         prompt = await tok.prompt(conn, self.prompt, self.messages)
+        if recorded is not None and not tok.llama:
+            return await self._checked(conn, prompt, recorded, last_only)
         ids, pieces, match = await tok.answer(conn, self.answer.text, recorded)
         scored, requests = await self._score(conn, prompt, ids, pieces, last_only)
-        if match == UNCHECKED and not last_only:
-            match = EXACT if same_tokens([s[0] for s in scored], recorded or ()) else RETOKENIZED
-            own = await tok.each(conn, recorded or ()) if match == RETOKENIZED else None
-            if own is not None and own != ids:
-                again, more = await self._score(conn, prompt, own, list(recorded or ()), False)
-                requests += more
-                if same_tokens([s[0] for s in again], recorded or ()):
-                    scored, match = again, EXACT
+        return scored, {"tokens": match, "positions": len(scored), "requests": requests}
+
+    async def _checked(self, conn: Connection, prompt: list[int], recorded: Sequence[str],
+                       last_only: bool) -> tuple[list[Scored], dict[str, Any]]:
+        """vLLM and SGLang answer ids without pieces: each way's ids (forced_tokens.py) in
+        turn, until a scoring reply's tokens are the baseline's."""
+        tok, requests, match = self.tokenizer, 0, RETOKENIZED
+        scored: list[Scored] = []
+        for way, ids in await tok.ways(conn, self.answer.text, recorded):
+            scored, n = await self._score(conn, prompt, ids, None, last_only)
+            requests += n
+            if last_only:
+                match = UNCHECKED
+                break
+            if same_tokens([s[0] for s in scored], recorded):
+                match = EXACT
+                break
+            tok.refute(way)
         return scored, {"tokens": match, "positions": len(scored), "requests": requests}
 
     async def _score(self, conn: Connection, prompt: list[int], ids: list[int],
