@@ -13,7 +13,11 @@ byte-level tokenizers have, which each server lists apart.
 Shapes, as the servers document them:
 - llama-server: POST /tokenize {content, add_special, parse_special, with_pieces},
   /apply-template {messages} -> {prompt}, /completion {prompt: ids, n_predict, n_probs,
-  id_slot, cache_prompt} -> completion_probabilities; GET /props with total_slots.
+  id_slot, cache_prompt} -> completion_probabilities and timings.cache_n; GET /props with
+  total_slots. Its slots and prompt cache follow tools/server/server-context.cpp in what
+  run/slots.py reads: with `idle_cache`, a task's start saves every other slot's prompt; a
+  slot given a prompt sharing under half of its own saves its own and loads the longest saved
+  prefix of the new one.
 - vLLM: POST /tokenize {model, prompt | messages} -> {tokens, count, max_model_len};
   /v1/completions with token ids and prompt_logprobs -> choices[0].prompt_logprobs, one
   {id: {logprob, rank, decoded_token}} per prompt token (None first).
@@ -104,7 +108,39 @@ def _record(model: ToyModel, path: str, fn: Callable[[dict[str, Any]], Any]
 # ---------------------------------------------------------------- llama-server
 
 
-def llama_server(model: ToyModel, slots: int = 4, **kw: Any) -> FakeServer:
+@dataclass
+class PromptCache:
+    """llama-server's slots (each holding a prompt) and its host-memory prompt cache."""
+
+    idle_cache: bool
+    slots: dict[int, list[int]] = field(default_factory=dict)
+    saved: list[list[int]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, slot: int, prompt: list[int]) -> int:
+        """A task on `slot`: the tokens it finds cached (timings.cache_n)."""
+        with self.lock:
+            own = self.slots.get(slot, [])
+            shared = _prefix(own, prompt)
+            if own and shared < len(own) / 2:
+                self.saved.append(own)
+                shared = max((len(p) for p in self.saved if _prefix(p, prompt) == len(p)),
+                             default=0)
+            if self.idle_cache:
+                self.saved += [p for s, p in self.slots.items() if s != slot and p]
+            self.slots[slot] = list(prompt)
+            return shared
+
+
+def _prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
+
+
+def llama_server(model: ToyModel, slots: int = 4, idle_cache: bool = False,
+                 **kw: Any) -> FakeServer:
+    cache = PromptCache(idle_cache)
+
     def tokenize(body: dict[str, Any]) -> Any:
         if not isinstance(body.get("content"), str):
             return {"error": {"code": 400, "message": "\"content\" must be provided"}}
@@ -118,9 +154,11 @@ def llama_server(model: ToyModel, slots: int = 4, **kw: Any) -> FakeServer:
         tops = [{"id": model.id(t), "token": shown(t), "bytes": list(shown(t).encode()),
                  "logprob": lp} for t, lp in dist]
         first = {**tops[0], "top_logprobs": tops} if tops else {}
+        cached = cache.start(int(body.get("id_slot", 0)), body["prompt"])
         return {"content": shown(dist[0][0]) if dist else "", "stop_type": "limit",
                 "completion_probabilities": [first] if tops else [],
-                "tokens_cached": len(body["prompt"]) - 1}
+                "tokens_cached": len(body["prompt"]) - 1,
+                "timings": {"cache_n": cached, "prompt_n": len(body["prompt"]) - cached}}
 
     def apply_template(body: dict[str, Any]) -> Any:
         return {"prompt": TEMPLATE.format(body["messages"][-1]["content"])}

@@ -65,7 +65,8 @@ def test_llama_server_is_forced_decoding_one_slot_per_item(
     check_forced(out, baselines["chat"], "forced_decoding")
     assert read_run(out).header.teacher_force["slots"] == 3
     assert kl_mean(capsys, baselines["chat"], out) == pytest.approx(KL_MOVED, rel=1e-6)
-    decodes = [body for path, body in model.calls if path == "/completion"]
+    decodes = [body for path, body in model.calls  # not the idle-slot probe's (no n_probs)
+               if path == "/completion" and "n_probs" in body]
     assert {body["id_slot"] for body in decodes} <= {0, 1, 2}
     assert all(body["n_predict"] == 1 and body["n_probs"] == 2 and body["temperature"] == 0
                and body["cache_prompt"] is True for body in decodes)
@@ -240,3 +241,12 @@ def test_a_retokenized_item_is_counted_as_not_forced_at_the_baselines_tokens(
     assert "prompts: 1 retokenized (compared up to the first token that differs)" in text
     code, shown, err = kveval(capsys, "compare", str(base), str(out), "--json")
     assert json.loads(shown)["candidate"]["not_forced"] == {"prompts": {"retokenized": 1}}
+
+
+@pytest.mark.parametrize("caches", [True, False])
+def test_a_forced_run_says_when_llama_server_copies_its_idle_slots(
+        capsys: Any, baselines: dict[str, Path], tmp_path: Path, caches: bool) -> None:
+    with llama_server(ToyModel(TOKENS, MOVED), slots=2, idle_cache=caches) as server:
+        code, _, err = force(capsys, server, baselines["chat"], tmp_path / "tf.jsonl")
+    assert code == 0, err
+    assert ("restart it with --no-cache-idle-slots (measured 4.1x" in err) is caches
