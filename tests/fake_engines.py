@@ -50,13 +50,16 @@ class ToyModel:
     vocab: dict[str, int] = field(default_factory=lambda: {BOS: 1})
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    names: dict[int, str] = field(default_factory=lambda: {1: BOS})  # id -> name
 
     def id(self, piece: str) -> int:
         with self.lock:
-            return self.vocab.setdefault(piece, len(self.vocab) + 10)
+            token = self.vocab.setdefault(piece, len(self.vocab) + 10)
+            self.names[token] = piece
+            return token
 
     def piece(self, token: int) -> str:
-        return shown(next(p for p, i in self.vocab.items() if i == token))
+        return shown(self.names[token])
 
     def tokenize(self, text: str, special: bool) -> list[int]:
         return ([self.id(BOS)] if special else []) + [self.id(w) for w in _WORDS.findall(text)]

@@ -250,3 +250,29 @@ def test_a_forced_run_says_when_llama_server_copies_its_idle_slots(
         code, _, err = force(capsys, server, baselines["chat"], tmp_path / "tf.jsonl")
     assert code == 0, err
     assert ("restart it with --no-cache-idle-slots (measured 4.1x" in err) is caches
+
+
+def test_a_needle_item_is_forced_through_prompt_logprobs_in_one_request(
+        capsys: Any, tmp_path: Path) -> None:
+    """A long-context chat item (needle at 1k tokens): its prompt goes as token ids with
+    prompt_logprobs, the answer's positions are the baseline's, one request."""
+    answer = ["The", " number", " is", " 42."]
+
+    def chat(body: dict[str, Any], text: str) -> Any:
+        return {"content": [{"token": t, "logprob": -0.5, "top_logprobs": [
+            {"token": t, "logprob": -0.5}, {"token": "y", "logprob": -1.2}]} for t in answer]}
+
+    base, out = tmp_path / "needle.jsonl", tmp_path / "tf.jsonl"
+    with vllm(ToyModel(answer, {"x": 0.6, "y": 0.3}), answer=lambda b: "".join(answer),
+              logprobs=chat) as server:
+        code, _, err = kveval(capsys, "run", "--endpoint", server.base_url, "--task", "needle",
+                              "--lengths", "1k", "--depths", "50", "--trials", "1",
+                              "--logprobs", "2", "-o", str(base))
+        assert code == 0, err
+        code, _, err = force(capsys, server, base, out)
+    assert code == 0, err
+    [item] = read_run(out).items
+    assert item.meta["teacher_forced"] == {"method": "prompt_logprobs", "tokens": "exact",
+                                           "positions": 4, "requests": 1}
+    assert item.logprobs["tokens"] == answer
+    assert len(read_run(base).items[0].request["messages"][-1]["content"]) > 2000
