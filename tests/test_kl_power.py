@@ -155,3 +155,24 @@ def test_a_rise_that_is_not_one_is_one_line(capsys: Any, forced_pilot: list[str]
     code, out, err = kveval(capsys, "plan", forced_pilot[0], "--detect-kl", bad)
     assert code == 2 and out == "" and "--detect-kl" in err
     assert "Traceback" not in err
+
+
+def test_a_forced_pilot_grows_by_forced_restarts(capsys: Any, tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    typical = rng.lognormal(0, 0.5, 100) * 0.01
+    forced = {"baseline": "free", "method": "forced_decoding"}
+    free = write(tmp_path / "free.jsonl", header("free"), forced_items(np.zeros(100)))
+    ref = write(tmp_path / "ref.jsonl", header("ref", teacher_force=forced),
+                forced_items(np.zeros(100)))
+    noise = [write(tmp_path / f"r{i}.jsonl", header(f"r{i}", teacher_force=forced),
+                   forced_items(typical * np.exp(rng.normal(0, 0.1, 100)))) for i in (1, 2)]
+    code, out, err = kveval(capsys, "plan", ref, "--noise", noise[0], "--noise", noise[1],
+                           "--detect-kl", "20%", "--json")
+    assert code == 0, err
+    commands = json.loads(out)["commands"]
+    assert commands and all(c.startswith("kveval run --endpoint http://127.0.0.1:8000/v1 "
+                                         f"--teacher-force {free} --label ref-noise")
+                            for c in commands)
+    code, out, _ = kveval(capsys, "plan", ref, "--noise", noise[0], "--noise", noise[1],
+                          "--detect-kl", "20%")
+    assert "restart the server before each forced noise run" in out

@@ -77,9 +77,22 @@ def grow_commands(result: Plan, base: Side, noises: list[Side], cand: Side | Non
     limit = f" --limit {size}" if size > pilot else ""
     for k in range(len(noises) + 1, wanted + 1):
         out = Path(base.path).with_name(f"{base.label}-noise{k}.jsonl")
-        found.append(f"kveval run --like {base.path} --order shuffle --label "
-                     f"{base.label}-noise{k} -o {out}{limit}")
+        found.append(_forced_noise(base, out, k) if base.header and base.header.teacher_force
+                     else f"kveval run --like {base.path} --order shuffle --label "
+                          f"{base.label}-noise{k} -o {out}{limit}")
     return found
+
+
+def _forced_noise(base: Side, out: Path, k: int) -> str:
+    """One more forced restart of a forced pilot: the same baseline forced again, on the
+    same endpoint (restarted first: a restart is what the noise run measures)."""
+    assert base.header is not None and base.header.teacher_force is not None
+    label = str(base.header.teacher_force.get("baseline") or "BASELINE")
+    beside = Path(base.path).with_name(f"{label}.jsonl")
+    source = beside if beside.is_file() else Path("BASELINE.jsonl")
+    endpoint = base.header.endpoint
+    where = "" if endpoint == "embedded" else f"--endpoint {endpoint} "
+    return f"kveval run {where}--teacher-force {source} --label {base.label}-noise{k} -o {out}"
 
 
 def pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,

@@ -96,6 +96,9 @@ def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
                       "assumes it (bench/gate_calibration.py)")
     if commands:
         blocks += ["grow the runs to these sizes:", *(f"  {c}" for c in commands)]
+    if any("--teacher-force" in c for c in commands):
+        blocks.append("restart the server before each forced noise run: a restart is what "
+                      "it measures")
     return blocks
 
 
