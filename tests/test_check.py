@@ -80,6 +80,16 @@ def test_a_llama_server_that_copies_idle_slots_is_told_to_stop(capsys: Any,
     assert ("restart it with --no-cache-idle-slots" in table) is caches
 
 
+def test_a_build_without_git_metadata_has_no_version(capsys: Any) -> None:
+    with llama_server(toy()) as server:
+        server.behaviour.extra_routes["/props"] = {
+            **server.behaviour.extra_routes["/props"], "build_info": "b0-unknown"}
+        code, data, _ = checked(capsys, server.base_url)
+    assert code == 0
+    assert "engine_version" not in data["fingerprint"]
+    assert "engine_version" in data["setup_to_state"]
+
+
 def test_one_slot_has_no_idle_slot_to_copy(capsys: Any) -> None:
     with llama_server(toy(), slots=1, idle_cache=True) as server:
         code, data, _ = checked(capsys, server.base_url)

@@ -71,11 +71,17 @@ def summary(info: ServerInfo, model: str | None) -> dict[str, Any]:
     found = {
         "engine": engine.get("engine") or _engine_name(fp),
         "engine_version": (engine.get("engine_version") or version.get("version")
-                           or props.get("build_info")),
+                           or _build(props.get("build_info"))),
         "kv_cache": engine.get("kv_cache_type") or cache.get("cache_dtype"),
         "context_length": info.max_context(model) if model else None,
     }
     return {k: v for k, v in found.items() if v is not None}
+
+
+def _build(info: Any) -> Any:
+    """llama-server's build_info, unless a build without git metadata made it "b0-..." (a
+    version that names nothing, to be stated with --setup instead)."""
+    return None if isinstance(info, str) and info.startswith("b0-") else info
 
 
 def _dict(data: dict[str, Any], key: str) -> dict[str, Any]:
