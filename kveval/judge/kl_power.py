@@ -109,6 +109,8 @@ def detectable_rise(floor: Floor, items: int, runs: int, level: float,
     and k noise runs; None when none up to a thousand times the floor is."""
     if items < 1 or runs < 1:
         return None
+    if floor.mean <= TINY and floor.item_sd <= 0:
+        return 0.0  # a quiet floor: any rise shows
     high = floor.mean * 1000 if floor.mean > TINY else 1.0
     if joint_power(high, floor, items, runs, level) < power:
         return None

@@ -26,6 +26,8 @@ def _divergence(d: Detectable) -> str:
     size = f"{plural(d.items, 'item')}, {plural(d.runs or 0, 'noise run')}"
     if d.value is None:
         return f"no rise of the KL up to a thousand times the floor would show ({size})"
+    if d.value == 0:
+        return f"any rise of the KL above a quiet floor (0) would be caught ({size})"
     if d.floor:
         rise = (f"a mean KL {d.value:.2g} nats per token ({100 * d.value / d.floor:.1f}%) "
                 f"above the noise floor's {d.floor:.3g}")
