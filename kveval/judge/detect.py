@@ -26,7 +26,6 @@ whole gate delivers.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,15 +131,13 @@ def detectable_extra(floor: CountFloor, level: float, power: float = POWER) -> f
     return high
 
 
-def detectable_shift(item_spread: float, noise_means: Sequence[float], level: float,
-                     power: float = POWER, items: int = 1) -> float | None:
-    """The per-token KL rise (nats) over the noise floor caught with this power by the
-    divergence test at its size (judge/kl_power.py); None when no rise up to a thousand
-    times the floor is."""
+def detectable_shift(test: KlTest, level: float, power: float = POWER) -> float | None:
+    """The per-token KL rise (nats) over the noise floor that the divergence test at its size
+    catches with this power (judge/kl_power.py); None when no rise up to a thousand times
+    the floor is."""
     from kveval.judge.kl_power import detectable_rise, of_test
 
-    floor = of_test(item_spread, noise_means, items)
-    return detectable_rise(floor, items, max(len(noise_means), 1), level, power)
+    return detectable_rise(of_test(test), test.items, max(test.noise_runs, 1), level, power)
 
 
 @dataclass(frozen=True)
@@ -172,7 +169,7 @@ def of_count(kind: str, test: CountTest, level: float) -> Detectable:
 
 
 def of_divergence(test: KlTest, level: float) -> Detectable:
-    value = detectable_shift(test.item_spread, test.noise_means, level, items=test.items)
+    value = detectable_shift(test, level)
     floor = float(np.mean(test.noise_means)) if test.noise_means else None
     return Detectable("divergence", "nats", value, test.items, floor=floor,
                       runs=test.noise_runs)

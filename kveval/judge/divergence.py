@@ -98,6 +98,8 @@ class KlTest:
     noise_runs: int = 1
     item_spread: float = 0.0  # sd of the per-item permutation's mean difference under the null
     noise_means: tuple[float, ...] = ()  # each noise run's mean of the per-item means
+    # between the noise runs alone (from two): the root of the mean per-item variance
+    noise_item_sd: float | None = None
 
 
 def top_distribution(lp: Mapping[str, Any], i: int) -> dict[str, float]:
@@ -242,8 +244,9 @@ def kl_test(candidate: Sequence[ItemDivergence], *noise_runs: Sequence[ItemDiver
     values = np.vstack([cand + shift, noise])
     k = len(floors)
     spread = math.sqrt(float(np.sum(((k + 1) / k) ** 2 * values.var(axis=0)))) / len(shared)
+    between = math.sqrt(float(noise.var(axis=0, ddof=1).mean())) if k >= 2 else None
     return KlTest(len(shared), float(cand.mean()) + shift, float(noise.mean()), p, smallest,
-                  shift, k, spread, tuple(float(m) for m in noise.mean(axis=1)))
+                  shift, k, spread, tuple(float(m) for m in noise.mean(axis=1)), between)
 
 
 def run_p(candidate: np.ndarray, noise: np.ndarray) -> float:

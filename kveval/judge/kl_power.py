@@ -22,11 +22,11 @@ bench/kl_plan.py checks these figures against the whole test simulated.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from kveval.judge.divergence import KlTest
 from kveval.judge.floor import ASSUMED_SPREAD
 from kveval.judge.power import POWER
 
@@ -93,14 +93,21 @@ def joint_power(rise: float, floor: Floor, items: int, runs: int, level: float) 
             * run_power(rise, floor.mean, measured, runs, level))
 
 
-def of_test(item_spread: float, noise_means: Sequence[float], items: int) -> Floor:
-    """The floor a gate's divergence test saw: its noise runs' means (their spread measured
-    from three) and its per-item spread."""
-    means = np.maximum(np.asarray(noise_means, dtype=float), TINY)
-    runs = max(len(means), 1)
-    spread = float(np.log(means).std(ddof=1)) if len(means) >= 3 else None
-    item_sd = item_spread * math.sqrt(items) / math.sqrt(1 + 1 / runs)
-    return Floor(float(means.mean()) if len(means) else 0.0, spread, item_sd, items)
+def item_sd(test: KlTest) -> float:
+    """One run's per-item spread under the null: between the noise runs alone where there
+    are two (the candidate's own rise would widen it), else from the test's whole spread."""
+    if test.noise_item_sd is not None:
+        return test.noise_item_sd
+    return test.item_spread * math.sqrt(test.items) / math.sqrt(1 + 1 / max(test.noise_runs, 1))
+
+
+def of_test(test: KlTest) -> Floor:
+    """The floor a gate's divergence test saw: its noise runs' mean KL, their spread
+    (measured from three), and the per-item spread."""
+    means = np.asarray(test.noise_means, dtype=float)
+    logs = np.log(np.maximum(means, TINY))
+    spread = float(logs.std(ddof=1)) if len(means) >= 3 else None
+    return Floor(float(means.mean()) if len(means) else 0.0, spread, item_sd(test), test.items)
 
 
 def detectable_rise(floor: Floor, items: int, runs: int, level: float,
@@ -137,6 +144,8 @@ def needed(rise: float, floor: Floor, level: float, power: float = POWER,
     level at all ((k + 1)^-n <= level)."""
     from kveval.judge.power import smallest_size
 
+    if floor.mean <= TINY and floor.item_sd <= 0:  # a quiet floor: any rise shows
+        return Needed(1, _reach(1, level))
     if rise <= 0:
         return Needed(None, None)
     largest = most_items or MOST_ITEMS
@@ -144,8 +153,12 @@ def needed(rise: float, floor: Floor, level: float, power: float = POWER,
         def short(n: int, k: int = runs) -> bool:
             return joint_power(rise, floor, n, k, level) < power
 
-        reach = math.ceil(math.log(1 / level) / math.log(runs + 1))
-        items = smallest_size(short, max(reach, 1), largest)
+        items = smallest_size(short, _reach(runs, level), largest)
         if items is not None and items <= largest:
             return Needed(runs, items)
     return Needed(None, None)
+
+
+def _reach(runs: int, level: float) -> int:
+    """The fewest items whose exact permutation can reach the level: (k + 1)^-n <= level."""
+    return max(math.ceil(math.log(1 / level) / math.log(runs + 1)), 1)

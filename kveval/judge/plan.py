@@ -14,7 +14,6 @@ simulated.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,7 +32,7 @@ from kveval.judge.detect import (
 )
 from kveval.judge.divergence import KlTest
 from kveval.judge.floor import ASSUMED_SPREAD, logit_share
-from kveval.judge.kl_power import Floor, needed
+from kveval.judge.kl_power import Floor, item_sd, needed
 from kveval.judge.stats import PairedTable
 from kveval.judge.verdict import Family, examine
 
@@ -120,10 +119,10 @@ def _share(count: float | None, n: int) -> float | None:
 def pilot_floor(test: KlTest, restart: bool) -> Floor:
     """The floor a pilot's forced runs show: every restart's mean KL (the noise runs', and the
     run standing in for the candidate when the pilot has none), their spread from two."""
-    means = np.maximum([*test.noise_means, *([test.candidate_kl] if restart else [])], 1e-12)
-    spread = float(np.log(means).std(ddof=1)) if len(means) >= 2 else None
-    item_sd = test.item_spread * math.sqrt(test.items) / math.sqrt(1 + 1 / test.noise_runs)
-    return Floor(float(means.mean()), spread, item_sd, test.items)
+    means = np.array([*test.noise_means, *([test.candidate_kl] if restart else [])])
+    logs = np.log(np.maximum(means, 1e-12))
+    spread = float(logs.std(ddof=1)) if len(means) >= 2 else None
+    return Floor(float(means.mean()), spread, item_sd(test), test.items)
 
 
 def divergence_plan(task: str, test: KlTest, restart: bool, targets: Targets,
@@ -136,8 +135,7 @@ def divergence_plan(task: str, test: KlTest, restart: bool, targets: Targets,
     floor = pilot_floor(test, restart)
     rise = targets.detect_kl * floor.mean if targets.kl_relative else targets.detect_kl
     need = needed(rise, floor, level, targets.power, available)
-    here = detectable_shift(test.item_spread, test.noise_means, level, targets.power,
-                            test.items)
+    here = detectable_shift(test, level, targets.power)
     note = "" if floor.spread is not None else (
         "the restarts' spread is not measured: a pilot of two forced restarts or more "
         "(three with a candidate) measures it")

@@ -16,6 +16,8 @@ def _figure(value: float | None, kind: str, floor: float | None = None) -> str:
     if value is None:
         return "none"
     if kind == "divergence":
+        if value == 0:
+            return "any rise"
         share = f" ({100 * value / floor:.1f}% of the floor)" if floor else ""
         return f"{value:.2g} nats{share}"
     return f"{value:.1f} points" if kind == "accuracy" else f"{value:.0f}% of items"
@@ -57,9 +59,12 @@ def kl_target(plan: Plan) -> str:
 
 def divergence_sentence(p: TaskPlan, plan: Plan) -> str:
     want = kl_target(plan)
-    if p.floor is not None and p.rise is not None:
+    if p.floor == 0:
+        want += (" (the floor is quiet: every forced restart repeats the reference bit for "
+                 "bit, so any rise shows)")
+    elif p.floor is not None and p.rise is not None:
         want += (f" ({p.rise:.2g} nats per token, {100 * p.rise / p.floor:.1f}% of the "
-                 f"floor's {p.floor:.3g})" if p.floor else f" ({p.rise:.2g} nats)")
+                 f"floor's {p.floor:.3g})")
     if p.noise_runs_needed is None:
         needs = f"cannot be caught with up to {MOST_NOISE_RUNS} forced noise runs"
     else:
