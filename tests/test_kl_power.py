@@ -176,3 +176,25 @@ def test_a_forced_pilot_grows_by_forced_restarts(capsys: Any, tmp_path: Path) ->
     code, out, _ = kveval(capsys, "plan", ref, "--noise", noise[0], "--noise", noise[1],
                           "--detect-kl", "20%")
     assert "restart the server before each forced noise run" in out
+
+
+def test_what_a_gate_could_have_seen_does_not_grow_with_the_candidates_own_rise(
+        capsys: Any, tmp_path: Path) -> None:
+    """The per-item spread of the floor is the noise runs' own: a candidate five times the
+    floor does not make the could-have-seen rise larger than a candidate at the floor."""
+    rng = np.random.default_rng(11)
+    typical = rng.lognormal(0, 0.5, 120) * 0.01
+    ref = write(tmp_path / "ref.jsonl", header("ref"), forced_items(np.zeros(120)))
+    noise = [write(tmp_path / f"n{i}.jsonl", header(f"n{i}"), forced_items(
+        typical * np.exp(rng.normal(0, 0.01) + rng.normal(0, 0.1, 120)))) for i in range(3)]
+    seen = {}
+    for label, factor in (("same", 1.0), ("five", 5.0)):
+        cand = write(tmp_path / f"{label}.jsonl", header(label), forced_items(
+            typical * factor * np.exp(rng.normal(0, 0.1, 120))))
+        code, out, err = kveval(capsys, "gate", "--baseline", ref, "--candidate", cand,
+                                *(a for n in noise for a in ("--noise", n)), "--max-kl", "0",
+                                "--json")
+        assert code in (0, 1), err
+        task = json.loads(out)["tasks"][0]
+        seen[label] = task["detectable"]["divergence"]["value"]
+    assert seen["five"] is not None and seen["five"] == pytest.approx(seen["same"], rel=0.01)
