@@ -276,3 +276,30 @@ def test_a_needle_item_is_forced_through_prompt_logprobs_in_one_request(
                                            "positions": 4, "requests": 1}
     assert item.logprobs["tokens"] == answer
     assert len(read_run(base).items[0].request["messages"][-1]["content"]) > 2000
+
+
+def test_a_tokenizer_that_refutes_each_token_alone_is_tried_the_other_way_first(
+        capsys: Any, baselines: dict[str, Path], tmp_path: Path) -> None:
+    """A SentencePiece-like tokenizer spells a text alone with a space before it: each token
+    alone gives other ids, the reply shows it, and the text's ids score the item; once the run
+    has seen that, later items try the text first and take one request."""
+    model = ToyModel(TOKENS, MOVED)
+    out = tmp_path / "tf.jsonl"
+    with vllm(model) as server:
+        plain = server.behaviour.post_routes["/tokenize"]
+
+        def spaced(body: dict[str, Any]) -> Any:
+            text = body.get("prompt")
+            if isinstance(text, str) and body.get("add_special_tokens") is False \
+                    and " " not in text.strip() and not text.startswith(" "):
+                return plain({**body, "prompt": " " + text})
+            return plain(body)
+
+        server.behaviour.post_routes["/tokenize"] = spaced
+        code, _, err = force(capsys, server, baselines["completions"], out,
+                             "--concurrency", "1")
+    assert code == 0, err
+    items = read_run(out).items
+    assert all(i.meta["teacher_forced"]["tokens"] == "exact" for i in items)
+    requests = [i.meta["teacher_forced"]["requests"] for i in items]
+    assert requests[0] == 2 and set(requests[1:]) == {1}
