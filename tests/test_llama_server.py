@@ -108,5 +108,6 @@ def test_check_sees_whether_the_server_copies_idle_slots(capsys: Any,
         code, out, err = kveval(capsys, "check", "--endpoint", url, "--json")
     assert code == 0, err
     data = json.loads(out)
-    assert data["teacher_force"]["idle_slot_cache"]["caches"] is cache_idle_slots
+    found = data["teacher_force"]["idle_slot_cache"]
+    assert found["caches"] is cache_idle_slots, found["summary"]
     assert any("--no-cache-idle-slots" in line for line in data["advice"]) is cache_idle_slots
