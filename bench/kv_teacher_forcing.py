@@ -1,15 +1,21 @@
 """Teacher-forced KL of quantized KV caches on llama.cpp's llama-server, beside
-`llama-perplexity --kl-divergence` for the same model.
+`llama-perplexity --kl-divergence` for the same model, and the noise runs the gate needs.
 
 One f16 server answers GSM8K and prompt items free-running (the baseline, --logprobs 5);
-then a fresh server per KV cache type (two f16 restarts as the noise floor, q8_0, q4_0)
-teacher-forces the baseline's answers. Prints the time of each pass, and per task and run
-the KL table (judge/kld.py) against the baseline and against the first f16 restart, with
-compare's test against the noise floor; with --perplexity, llama.cpp's own table on GSM8K
-train text for the same model and cache types.
+then a fresh server per run (f16-a, the forced reference; four f16 restarts f16-b to f16-e,
+the noise floor; q8_0; q4_0), every one started with --no-cache-idle-slots, teacher-forces the
+baseline's answers; stage f16-default forces it once more on a server with llama-server's
+default flags, for the flag's speed-up. Prints the time of each pass against the free-running
+one; per task and run the KL table (judge/kld.py) against the baseline and against forced
+f16-a; `gate --max-kl 0` of q8_0, q4_0 and a restart (f16-e) against forced f16-a with the
+first 1 to 4 restarts as noise; and what `plan --detect-kl` says from a pilot of two
+restarts. With --perplexity, llama.cpp's own table on GSM8K train text.
 
     python bench/kv_teacher_forcing.py --server build/llama-server/bin/llama-server \\
         --data ../shared/data/gsm8k --gsm8k 20 --prompts 10 --slots 2      # CPU, small
+    python bench/kv_teacher_forcing.py --server CUDA_BUILD/bin/llama-server \\
+        --perplexity CUDA_BUILD/bin/llama-perplexity --data ../shared/data/gsm8k \\
+        --gpu-layers 99                                      # GPU: 500 + 50 items, 16 slots
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -32,7 +39,10 @@ from kveval.formats.records import read_run  # noqa: E402
 from kveval.judge.divergence import position_values  # noqa: E402
 from kveval.judge.kld import KldTable, kld_table  # noqa: E402
 
-RUNS = (("f16-a", "f16"), ("f16-b", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"))
+RESTARTS = ("f16-b", "f16-c", "f16-d", "f16-e")
+RUNS = (("f16-a", "f16"), *((label, "f16") for label in RESTARTS), ("q8_0", "q8_0"),
+        ("q4_0", "q4_0"))
+DEFAULT_FLAGS = "f16-default"  # forced once more without --no-cache-idle-slots
 
 
 def kveval(*args: str) -> float:
@@ -111,7 +121,7 @@ def gsm8k_text(data: Path, out: Path, chars: int = 130_000) -> Path:
     return path
 
 
-STAGES = ("perplexity", "baseline", *(label for label, _ in RUNS), "report")
+STAGES = ("perplexity", "baseline", *(label for label, _ in RUNS), DEFAULT_FLAGS, "report")
 
 
 def main() -> None:
@@ -143,6 +153,8 @@ def main() -> None:
     for label, kv in RUNS:
         if label in stages:
             forced_pass(args, label, kv)
+    if DEFAULT_FLAGS in stages:
+        forced_pass(args, DEFAULT_FLAGS, "f16", cache_idle_slots=True)
     if "report" in stages:
         report(args.out)
 
@@ -165,11 +177,12 @@ def free_running(args: argparse.Namespace) -> None:
           f"{args.prompts} prompt items, {args.slots} slots", flush=True)
 
 
-def forced_pass(args: argparse.Namespace, label: str, kv: str) -> None:
+def forced_pass(args: argparse.Namespace, label: str, kv: str,
+                cache_idle_slots: bool = False) -> None:
     common = ["--logprobs", "5", "--concurrency", str(args.slots), "--overwrite"]
     free = float((args.out / "free-running.s").read_text())
     with llama_server(args.model, kv, args.slots, extra=("-ngl", str(args.gpu_layers)),
-                      binary=args.server) as url:
+                      binary=args.server, cache_idle_slots=cache_idle_slots) as url:
         took = kveval("run", "--endpoint", url, "--teacher-force",
                       str(args.out / "baseline.jsonl"), "-o", str(args.out / f"{label}.jsonl"),
                       "--label", label, *common)
@@ -202,6 +215,55 @@ def report(out: Path) -> None:
     print("\ncompare's test against the noise floor (forced f16-b), base = forced f16-a:")
     for label in ("q8_0", "q4_0"):
         print(f"  {label}:" + floor_test(out, label))
+    gate_table(out)
+    print("\nkveval plan from a pilot of forced f16-a with two restarts (f16-b, f16-c):")
+    for rise in ("6.1%", "10%"):
+        print(f"  --detect-kl {rise}: " + plan_line(out, rise))
+
+
+def gate_table(out: Path) -> None:
+    """`gate --max-kl 0` against forced f16-a with the first n forced restarts as noise."""
+    print("\ngate --max-kl 0, base forced f16-a, noise the first n of "
+          f"{', '.join(RESTARTS)} (per task: divergence p, Holm-adjusted p):")
+    for label in ("q8_0", "q4_0", RESTARTS[-1]):
+        for n in range(1, len(RESTARTS) + (0 if label in RESTARTS else 1)):
+            print(f"  {label:<6} n = {n}: " + gate_line(out, label, RESTARTS[:n]), flush=True)
+
+
+def _json(args: list[str]) -> tuple[int, dict[str, Any] | None, str]:
+    result = subprocess.run([sys.executable, "-m", "kveval.cli.cli", *args],
+                            capture_output=True, text=True)
+    try:
+        return result.returncode, json.loads(result.stdout), result.stderr
+    except ValueError:
+        return result.returncode, None, result.stderr
+
+
+def gate_line(out: Path, label: str, noise: tuple[str, ...]) -> str:
+    args = ["gate", "--baseline", str(out / "f16-a.jsonl"), "--candidate",
+            str(out / f"{label}.jsonl"), "--max-kl", "0", "--json"]
+    for n in noise:
+        args += ["--noise", str(out / f"{n}.jsonl")]
+    code, data, err = _json(args)
+    if data is None:
+        return f"exit {code}: {err.strip()[-200:]}"
+    found = []
+    for task in data.get("tasks", []):
+        test = ((task.get("divergence") or {}).get("test")) or {}
+        seen = ((task.get("detectable") or {}).get("divergence") or {}).get("summary", "")
+        found.append(f"{task['task']} p {test.get('p_value', float('nan')):.2g} (adjusted "
+                     f"{test.get('adjusted_p') or float('nan'):.2g}; could have seen: {seen})")
+    return f"exit {code}; " + "; ".join(found)
+
+
+def plan_line(out: Path, rise: str) -> str:
+    code, data, err = _json(["plan", str(out / "f16-a.jsonl"), "--noise",
+                             str(out / "f16-b.jsonl"), "--noise", str(out / "f16-c.jsonl"),
+                             "--detect-kl", rise, "--json"])
+    if data is None:
+        return f"exit {code}: {err.strip()[-200:]}"
+    return "; ".join(f"{t['task']}: {t['summary']}" for t in data["tasks"]
+                     if t["check"] == "divergence")
 
 
 if __name__ == "__main__":

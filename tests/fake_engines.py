@@ -6,12 +6,18 @@ The toy tokenizer splits text into words with their leading space (`"red green"`
 model knows one answer: after any prefix that ends with the first j of its tokens, the next
 is token j with the probability `top` gives "x", the rest as `top` says; after the whole
 answer it is "!". So every position of a forced answer has a known distribution, and two
-fakes with different `top`s differ by a known KL.
+fakes with different `top`s differ by a known KL. A name in `top` ending in DUP ("y@dup") is
+a token id of its own whose text is the name without it ("y"): two ids of one text, as
+byte-level tokenizers have, which each server lists apart.
 
 Shapes, as the servers document them:
 - llama-server: POST /tokenize {content, add_special, parse_special, with_pieces},
   /apply-template {messages} -> {prompt}, /completion {prompt: ids, n_predict, n_probs,
-  id_slot, cache_prompt} -> completion_probabilities; GET /props with total_slots.
+  id_slot, cache_prompt} -> completion_probabilities and timings.cache_n; GET /props with
+  total_slots. Its slots and prompt cache follow tools/server/server-context.cpp in what
+  run/slots.py reads: with `idle_cache`, a task's start saves every other slot's prompt; a
+  slot given a prompt sharing under half of its own saves its own and loads the longest saved
+  prefix of the new one.
 - vLLM: POST /tokenize {model, prompt | messages} -> {tokens, count, max_model_len};
   /v1/completions with token ids and prompt_logprobs -> choices[0].prompt_logprobs, one
   {id: {logprob, rank, decoded_token}} per prompt token (None first).
@@ -32,6 +38,7 @@ from typing import Any
 from fake_server import Behaviour, FakeServer
 
 TEMPLATE = "<|user|> {} <|assistant|>"
+DUP = "@dup"
 BOS = "<s>"
 _WORDS = re.compile(r"<\|\w+\|>|<s>| ?[^ ]+| +")
 
@@ -43,13 +50,16 @@ class ToyModel:
     vocab: dict[str, int] = field(default_factory=lambda: {BOS: 1})
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    names: dict[int, str] = field(default_factory=lambda: {1: BOS})  # id -> name
 
     def id(self, piece: str) -> int:
         with self.lock:
-            return self.vocab.setdefault(piece, len(self.vocab) + 10)
+            token = self.vocab.setdefault(piece, len(self.vocab) + 10)
+            self.names[token] = piece
+            return token
 
     def piece(self, token: int) -> str:
-        return next(p for p, i in self.vocab.items() if i == token)
+        return shown(self.names[token])
 
     def tokenize(self, text: str, special: bool) -> list[int]:
         return ([self.id(BOS)] if special else []) + [self.id(w) for w in _WORDS.findall(text)]
@@ -69,6 +79,11 @@ class ToyModel:
     def record(self, path: str, body: dict[str, Any]) -> None:
         with self.lock:
             self.calls.append((path, body))
+
+
+def shown(name: str) -> str:
+    """A token's text: a DUP name's without the suffix."""
+    return name.removesuffix(DUP)
 
 
 def openai_logprobs(max_k: int = 20) -> Callable[[dict[str, Any], str], Any]:
@@ -96,7 +111,39 @@ def _record(model: ToyModel, path: str, fn: Callable[[dict[str, Any]], Any]
 # ---------------------------------------------------------------- llama-server
 
 
-def llama_server(model: ToyModel, slots: int = 4, **kw: Any) -> FakeServer:
+@dataclass
+class PromptCache:
+    """llama-server's slots (each holding a prompt) and its host-memory prompt cache."""
+
+    idle_cache: bool
+    slots: dict[int, list[int]] = field(default_factory=dict)
+    saved: list[list[int]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, slot: int, prompt: list[int]) -> int:
+        """A task on `slot`: the tokens it finds cached (timings.cache_n)."""
+        with self.lock:
+            own = self.slots.get(slot, [])
+            shared = _prefix(own, prompt)
+            if own and shared < len(own) / 2:
+                self.saved.append(own)
+                shared = max((len(p) for p in self.saved if _prefix(p, prompt) == len(p)),
+                             default=0)
+            if self.idle_cache:
+                self.saved += [p for s, p in self.slots.items() if s != slot and p]
+            self.slots[slot] = list(prompt)
+            return shared
+
+
+def _prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
+
+
+def llama_server(model: ToyModel, slots: int = 4, idle_cache: bool = False,
+                 **kw: Any) -> FakeServer:
+    cache = PromptCache(idle_cache)
+
     def tokenize(body: dict[str, Any]) -> Any:
         if not isinstance(body.get("content"), str):
             return {"error": {"code": 400, "message": "\"content\" must be provided"}}
@@ -107,12 +154,14 @@ def llama_server(model: ToyModel, slots: int = 4, **kw: Any) -> FakeServer:
 
     def completion(body: dict[str, Any]) -> Any:
         dist = model.next_dist(body["prompt"])[: body.get("n_probs") or 0]
-        tops = [{"id": model.id(t), "token": t, "bytes": list(t.encode()), "logprob": lp}
-                for t, lp in dist]
+        tops = [{"id": model.id(t), "token": shown(t), "bytes": list(shown(t).encode()),
+                 "logprob": lp} for t, lp in dist]
         first = {**tops[0], "top_logprobs": tops} if tops else {}
-        return {"content": dist[0][0] if dist else "", "stop_type": "limit",
+        cached = cache.start(int(body.get("id_slot", 0)), body["prompt"])
+        return {"content": shown(dist[0][0]) if dist else "", "stop_type": "limit",
                 "completion_probabilities": [first] if tops else [],
-                "tokens_cached": len(body["prompt"]) - 1}
+                "tokens_cached": len(body["prompt"]) - 1,
+                "timings": {"cache_n": cached, "prompt_n": len(body["prompt"]) - cached}}
 
     def apply_template(body: dict[str, Any]) -> Any:
         return {"prompt": TEMPLATE.format(body["messages"][-1]["content"])}
@@ -147,7 +196,7 @@ def _prompt_logprobs(model: ToyModel, ids: list[int], k: int) -> list[Any]:
     rows: list[Any] = [None]
     for p in range(1, len(ids)):
         dist = model.next_dist(ids[:p])
-        row = {str(model.id(t)): {"logprob": lp, "rank": r + 1, "decoded_token": t}
+        row = {str(model.id(t)): {"logprob": lp, "rank": r + 1, "decoded_token": shown(t)}
                for r, (t, lp) in enumerate(dist[:k])}
         own = model.piece(ids[p])
         if str(ids[p]) not in row:
@@ -194,7 +243,7 @@ def sglang(model: ToyModel, chat: bool = False, **kw: Any) -> FakeServer:
             dist = dict(model.next_dist(ids[:p]))
             piece = model.piece(ids[p])
             own.append([dist.get(piece, math.log(1e-4)), ids[p], piece])
-            tops.append([[lp, model.id(t), t] for t, lp in model.next_dist(ids[:p])[:k]])
+            tops.append([[lp, model.id(t), shown(t)] for t, lp in model.next_dist(ids[:p])[:k]])
         meta = {"input_token_logprobs": own, "input_top_logprobs": tops,
                 "finish_reason": {"type": "length", "length": 1}, "prompt_tokens": len(ids)}
         return {"text": "!", "output_ids": [model.id("!")], "meta_info": meta}

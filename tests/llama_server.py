@@ -2,11 +2,11 @@
 integration tests and benchmarks: started with a KV cache type, stopped however the
 with-block ends.
 
-`--no-cache-idle-slots`: by default llama-server copies each idle slot's KV cache to its
-host-memory prompt cache whenever a task starts (tools/server/server-context.cpp). Forced
-decoding starts one task per answer token, and between two of an item's requests its slot is
-idle: on an H200 with 16 slots, started without the flag, forced decoding reached 96 to 165
-positions/s, and these copies are the likely cause (read in the source, not yet re-measured)."""
+`--no-cache-idle-slots` unless `cache_idle_slots`: by default llama-server copies each idle
+slot's KV cache to its host-memory prompt cache whenever a task starts (tools/server/
+server-context.cpp). Forced decoding starts one task per answer token, and between two of an
+item's requests its slot is idle: on an H200 with 16 slots a forced pass took 4.1 times as
+long without the flag (run/slots.py)."""
 
 from __future__ import annotations
 
@@ -46,12 +46,14 @@ def _ready(origin: str) -> bool:
 @contextlib.contextmanager
 def llama_server(model: Path, kv: str = "f16", slots: int = 2, ctx_per_slot: int = 2048,
                  threads: int | None = None, extra: tuple[str, ...] = (),
-                 binary: Path = BINARY, timeout: float = 120.0) -> Iterator[str]:
+                 binary: Path = BINARY, timeout: float = 120.0,
+                 cache_idle_slots: bool = False) -> Iterator[str]:
     """Yield the server's base URL (…/v1) once /health answers."""
     port = _free_port()
     args = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
             "-np", str(slots), "-c", str(slots * ctx_per_slot), "-fa", "on",
-            "-ctk", kv, "-ctv", kv, "--no-webui", "--no-cache-idle-slots", *extra]
+            "-ctk", kv, "-ctv", kv, "--no-webui",
+            *(() if cache_idle_slots else ("--no-cache-idle-slots",)), *extra]
     if threads is not None:
         args += ["-t", str(threads)]
     with tempfile.TemporaryFile() as log:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
 import time
 from typing import Any
 
@@ -64,6 +65,73 @@ def test_the_table_names_each_finding(capsys: Any) -> None:
     for line in ("teacher forcing     forced_decoding", "max --logprobs K    completions 20, "
                  "chat 20", "verdict             a rollout suite can run"):
         assert line in out
+
+
+@pytest.mark.parametrize("caches", [True, False])
+def test_a_llama_server_that_copies_idle_slots_is_told_to_stop(capsys: Any,
+                                                               caches: bool) -> None:
+    with llama_server(toy(), slots=2, idle_cache=caches) as server:
+        code, data, err = checked(capsys, server.base_url)
+        _, table, _ = kveval(capsys, "check", "--endpoint", server.base_url)
+    assert code == 0, err
+    assert data["teacher_force"]["idle_slot_cache"]["caches"] is caches
+    advised = any("--no-cache-idle-slots" in line for line in data["advice"])
+    assert advised is caches
+    assert ("restart it with --no-cache-idle-slots" in table) is caches
+
+
+def test_a_build_without_git_metadata_has_no_version(capsys: Any) -> None:
+    with llama_server(toy()) as server:
+        server.behaviour.extra_routes["/props"] = {
+            **server.behaviour.extra_routes["/props"], "build_info": "b0-unknown"}
+        code, data, _ = checked(capsys, server.base_url)
+    assert code == 0
+    assert "engine_version" not in data["fingerprint"]
+    assert "engine_version" in data["setup_to_state"]
+
+
+def test_one_slot_has_no_idle_slot_to_copy(capsys: Any) -> None:
+    with llama_server(toy(), slots=1, idle_cache=True) as server:
+        code, data, _ = checked(capsys, server.base_url)
+    assert code == 0 and data["advice"] == []
+    assert data["teacher_force"]["idle_slot_cache"]["caches"] is None
+
+
+def batch_dependent() -> FakeServer:
+    """Log-probabilities that move by 1e-6 while another request is being answered, as a
+    server's kernels change with its batch."""
+    busy = {"now": 0}
+    lock = threading.Lock()
+
+    def answer(body: dict[str, Any]) -> str:
+        with lock:
+            busy["now"] += 1
+        time.sleep(0.05)
+        return "Paris"
+
+    def logprobs(body: dict[str, Any], text: str) -> Any:
+        with lock:
+            shift = 1e-6 * (busy["now"] > 1)
+            busy["now"] -= 1
+        return {"tokens": [text], "token_logprobs": [-0.5 - shift],
+                "top_logprobs": [{text: -0.5 - shift, " Rome": -1.5}], "text_offset": [0]}
+
+    return FakeServer(Behaviour(answer=answer, logprobs=logprobs))
+
+
+def test_batch_invariance_is_seen_either_way(capsys: Any) -> None:
+    with vllm(toy()) as server:
+        code, data, err = checked(capsys, server.base_url)
+    assert code == 0, err
+    found = data["batch_invariance"]
+    assert found["identical"] is True and "inside a batch of 4" in found["summary"]
+    assert "one forced noise run" in found["floor"]
+    with batch_dependent() as server:
+        code, data, err = checked(capsys, server.base_url)
+    assert code == 0, err
+    found = data["batch_invariance"]
+    assert found["identical"] is False and found["largest_change"] == pytest.approx(1e-6)
+    assert "three forced noise runs" in found["floor"]
 
 
 def test_a_server_without_teacher_forcing_says_what_it_lacks(capsys: Any) -> None:

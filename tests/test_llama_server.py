@@ -95,3 +95,19 @@ def test_q8_0_moves_the_distributions_more_than_f16(capsys: Any, runs: dict[str,
     f16 = divergence(capsys, runs["gsm8k"], runs["tf-gsm8k-f16"])
     q8 = divergence(capsys, runs["gsm8k"], runs["tf-gsm8k-q8"])
     assert q8["kl_mean"] > f16["kl_mean"]
+
+
+@pytest.mark.parametrize("cache_idle_slots", [True, False])
+def test_check_sees_whether_the_server_copies_idle_slots(capsys: Any,
+                                                         cache_idle_slots: bool) -> None:
+    """Started with its default flags llama-server copies idle slots (check advises the
+    flag); with --no-cache-idle-slots it does not."""
+    model = engine_setup.bundled_model_path()
+    with llama_server(model, "f16", slots=2, threads=2,
+                      cache_idle_slots=cache_idle_slots) as url:
+        code, out, err = kveval(capsys, "check", "--endpoint", url, "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    found = data["teacher_force"]["idle_slot_cache"]
+    assert found["caches"] is cache_idle_slots, found["summary"]
+    assert any("--no-cache-idle-slots" in line for line in data["advice"]) is cache_idle_slots

@@ -5,6 +5,9 @@ build, SmolLM2-135M in bf16) for a one-item chat baseline and its teacher-forced
 the server's replies (README.md beside it says how it was made). The replay server answers a
 request only where it matches a recorded one in what decides the answer (the messages or
 text tokenized, the prompt's token ids, prompt_logprobs' K); anything else gets vLLM's 400.
+Beside the recording, it answers /tokenize of each answer token's own text alone with that
+token's id (the id and text of the recorded prompt_logprobs rows, as the recorded "Hello" ->
+[19556] shows vLLM's tokenizer does for a text that is one token).
 """
 
 from __future__ import annotations
@@ -46,6 +49,16 @@ def tokenized(key: str) -> list[int]:
     return next(e["reply"]["tokens"] for e in exchanges()
                 if e["path"] == "/tokenize" and e["status"] == 200 and key in e["request"]
                 and "Hello" not in json.dumps(e["request"][key]))
+
+
+def singles() -> list[dict[str, Any]]:
+    """/tokenize of each answer token's text alone, answered with its id."""
+    ids, rows = answer_rows()
+    found = {row[str(i)]["decoded_token"]: i for i, row in zip(ids, rows, strict=True)}
+    return [{"method": "POST", "path": "/tokenize", "status": 200,
+             "request": {"model": "smol", "prompt": text, "add_special_tokens": False},
+             "reply": {"count": 1, "max_model_len": 8192, "tokens": [i], "token_strs": None}}
+            for text, i in found.items()]
 
 
 def deciding(path: str, body: dict[str, Any] | None) -> Any:
@@ -103,7 +116,7 @@ class Replay(LocalServer):
 
 @pytest.fixture
 def replay() -> Iterator[Replay]:
-    with Replay(exchanges()) as server:
+    with Replay(exchanges() + singles()) as server:
         yield server
 
 
@@ -139,9 +152,9 @@ def test_a_chat_item_is_forced_exactly_at_the_recorded_positions(
     assert code == 0, err
     run = read_run(out)
     assert run.header.teacher_force is not None
-    assert {k: run.header.teacher_force[k] for k in ("method", "chat_template", "unserved")} == {
+    assert {k: run.header.teacher_force[k] for k in ("method", "chat_template", "unforced")} == {
         "method": "prompt_logprobs", "chat_template": "/tokenize with messages",
-        "unserved": None}
+        "unforced": None}
     [item] = run.items
     assert item.meta["teacher_forced"] == {"method": "prompt_logprobs", "tokens": "exact",
                                            "positions": POSITIONS, "requests": 1}
@@ -175,7 +188,7 @@ def test_a_request_other_than_the_recorded_one_is_refused(
     for e in altered:
         if e["path"] == "/tokenize" and "messages" in (e["request"] or {}):
             e["reply"] = {**e["reply"], "tokens": e["reply"]["tokens"][1:]}
-    with Replay(altered) as other:
+    with Replay(altered + singles()) as other:
         code, _, err = force(capsys, other, baseline, tmp_path / "other.jsonl")
     assert code == 2 and "cannot teacher-force" in err
     assert [p for p, _ in other.unmatched] == ["/v1/completions"]

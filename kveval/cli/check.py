@@ -84,6 +84,21 @@ def _cell(value: Any) -> str:
     return one_line(str(value))
 
 
+def _idle(found: dict[str, Any] | None) -> str | None:
+    if not found:
+        return None
+    caches = found.get("caches")
+    said = ("copies idle slots at every task start" if caches is True
+            else "does not copy idle slots" if caches is False else "cannot tell")
+    return f"{said} ({found.get('summary')})"
+
+
+def _invariance(found: dict[str, Any] | None) -> str | None:
+    if not found:
+        return None
+    return "; ".join(str(part) for part in (found.get("summary"), found.get("floor")) if part)
+
+
 def render(data: dict[str, Any]) -> str:
     """The table: one line per finding; every server string stripped for the terminal."""
     apis = {api: "works" if why is None else f"fails: {why}" for api, why in data["apis"].items()}
@@ -95,6 +110,8 @@ def render(data: dict[str, Any]) -> str:
         ("chat", apis.get("chat")), ("max --logprobs K", data["max_logprobs"]),
         ("teacher forcing", method), ("  server taken for", tf.get("server")),
         ("  chat items", tf.get("chat_items") or ("cannot be forced" if tf else None)),
+        ("  idle-slot cache", _idle(tf.get("idle_slot_cache"))),
+        ("batch invariance", _invariance(data.get("batch_invariance"))),
         ("tokenizer", data["endpoints"].get("tokenizer")),
         ("chat template", data["endpoints"].get("chat_template")),
         ("state with --setup", data["setup_to_state"]),
@@ -102,5 +119,6 @@ def render(data: dict[str, Any]) -> str:
          "cannot run: " + "; ".join(data["problems"])),
         ("took", f"{data['seconds']:.1f} s"),
     ]
+    rows[-1:-1] = [("advice", advice) for advice in data.get("advice") or ()]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {_cell(value)}" for name, value in rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,26 @@ if TYPE_CHECKING:
     from kveval.judge.plan import Plan, Targets
 
 GSM8K_SPLITS = {"test": 1319, "train": 7473}
+
+
+class KlRise(click.ParamType):
+    """A KL rise: nats per token ("0.001"), or a share of the floor's mean KL ("6%")."""
+
+    name = "rise"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[float, bool]:
+        if isinstance(value, tuple):
+            return value
+        text = str(value).strip()
+        relative = text.endswith("%")
+        try:
+            number = float(text[:-1] if relative else text)
+        except ValueError:
+            self.fail(f"{text!r} is neither nats (0.001) nor a share of the floor (6%)", param,
+                      ctx)
+        if not math.isfinite(number) or number <= 0:
+            self.fail(f"{text!r}: a rise must be a finite number above 0", param, ctx)
+        return (number / 100, True) if relative else (number, False)
 
 
 def _lines(path: Path) -> int | None:
@@ -56,9 +77,22 @@ def grow_commands(result: Plan, base: Side, noises: list[Side], cand: Side | Non
     limit = f" --limit {size}" if size > pilot else ""
     for k in range(len(noises) + 1, wanted + 1):
         out = Path(base.path).with_name(f"{base.label}-noise{k}.jsonl")
-        found.append(f"kveval run --like {base.path} --order shuffle --label "
-                     f"{base.label}-noise{k} -o {out}{limit}")
+        found.append(_forced_noise(base, out, k) if base.header and base.header.teacher_force
+                     else f"kveval run --like {base.path} --order shuffle --label "
+                          f"{base.label}-noise{k} -o {out}{limit}")
     return found
+
+
+def _forced_noise(base: Side, out: Path, k: int) -> str:
+    """One more forced restart of a forced pilot: the same baseline forced again, on the
+    same endpoint (restarted first: a restart is what the noise run measures)."""
+    assert base.header is not None and base.header.teacher_force is not None
+    label = str(base.header.teacher_force.get("baseline") or "BASELINE")
+    beside = Path(base.path).with_name(f"{label}.jsonl")
+    source = beside if beside.is_file() else Path("BASELINE.jsonl")
+    endpoint = base.header.endpoint
+    where = "" if endpoint == "embedded" else f"--endpoint {endpoint} "
+    return f"kveval run {where}--teacher-force {source} --label {base.label}-noise{k} -o {out}"
 
 
 def pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,
@@ -83,15 +117,16 @@ def pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,
 @click.option("--detect-drift", type=click.FloatRange(min=0, min_open=True), default=10.0,
               show_default=True, metavar="POINTS",
               help="Extra changed answers to catch, in points of a task's items.")
-@click.option("--detect-kl", type=click.FloatRange(min=0, min_open=True), metavar="NATS",
-              help="A KL shift per token above the noise floor to catch.")
+@click.option("--detect-kl", type=KlRise(), metavar="NATS|PCT%",
+              help="A rise of the mean KL per token over the noise floor to catch: in nats "
+                   "(absolute, 0.001) or as a share of the floor's mean KL (relative, 6%).")
 @click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8,
               show_default=True, help="How often the change must be caught.")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=0.05, show_default=True, help="The gate's family-wise level.")
 @options.output_options
 def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: float,
-         detect_drift: float, detect_kl: float | None, power: float, alpha: float,
+         detect_drift: float, detect_kl: tuple[float, bool] | None, power: float, alpha: float,
          as_json: bool, markdown: bool) -> int:
     """The items and noise runs each task needs to catch a change, from a pilot run.
 
@@ -106,7 +141,8 @@ def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: f
     from kveval.show.plan_view import plan_blocks, plan_json
 
     options.check_output(as_json, markdown)
-    targets = Targets(detect, detect_drift, detect_kl, power, alpha)
+    rise, relative = detect_kl if detect_kl is not None else (None, False)
+    targets = Targets(detect, detect_drift, rise, power, alpha, kl_relative=relative)
     result, commands = pilot_plan(baseline, noise, candidate, targets)
     data: dict[str, Any] = plan_json(result, commands)
     blocks = plan_blocks(result, commands)

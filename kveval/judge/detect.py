@@ -18,9 +18,10 @@ flag at level a (judge/floor.py: the exact part approximated as a binomial of th
 share 1/M of the runs' total, the spread part by the t quantile of its moderated spread), and
 the extra count over the pool's mean that reaches it with probability 0.8 (a Poisson count).
 
-Divergence: the shift of the candidate's per-item KL that the permutation within items (its
-normal form: the per-item spread of the runs) and the run-by-run test each reach with
-probability 0.8 at level a; the larger.
+Divergence: the smallest rise of the candidate's mean KL over the floor's that the
+permutation within items and the run-by-run test together reach with probability 0.8 at level
+a (judge/kl_power.py: the noncentral t of the run-by-run test on the noise runs' own spread
+from three runs, the assumed spread below).
 
 The level a is the family's first step (judge/checks.py Levels): alpha times the check's weight
 over the weight of the testable checks, so a detectable figure never promises more than the
@@ -30,7 +31,6 @@ whole gate delivers.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,21 +134,13 @@ def detectable_extra(floor: CountFloor, level: float, power: float = POWER) -> f
     return high
 
 
-def detectable_shift(item_spread: float, noise_means: Sequence[float], level: float,
-                     power: float = POWER) -> float:
-    """The per-token KL shift (nats) above the noise floor caught with this power: the
-    per-item permutation's normal form (`item_spread`: the sd of its mean difference), and
-    the run-by-run test on the log scale; the larger."""
-    from scipy.stats import norm
+def detectable_shift(test: KlTest, level: float, power: float = POWER) -> float | None:
+    """The per-token KL rise (nats) over the noise floor that the divergence test at its size
+    catches with this power (judge/kl_power.py); None when no rise up to a thousand times
+    the floor is."""
+    from kveval.judge.kl_power import detectable_rise, of_test
 
-    z = float(norm.isf(level) + norm.ppf(power))
-    means = np.maximum(np.asarray(noise_means, dtype=float), 1e-12)
-    from kveval.judge.spread import PRIORS
-
-    spread = PRIORS["count"].spread if len(means) < 3 else float(np.log(means).std(ddof=1))
-    run_shift = float(means.mean()) * (math.exp(z * spread * math.sqrt(1 + 1 / len(means)))
-                                       - 1)
-    return max(z * item_spread, run_shift)
+    return detectable_rise(of_test(test), test.items, max(test.noise_runs, 1), level, power)
 
 
 @dataclass(frozen=True)
@@ -162,6 +154,8 @@ class Detectable:
     items: int
     flip_rate: float | None = None  # accuracy: the share of answers flipping either way
     ceiling: float | None = None  # accuracy: the most that can be lost (baseline accuracy)
+    floor: float | None = None  # divergence: the floor's mean KL (nats per token)
+    runs: int | None = None  # divergence: the noise runs
 
 
 def spread_loss(spread: Spread, level: float, power: float = POWER) -> float:
@@ -189,8 +183,10 @@ def of_count(kind: str, test: CountTest, level: float) -> Detectable:
 
 
 def of_divergence(test: KlTest, level: float) -> Detectable:
-    return Detectable("divergence", "nats",
-                      detectable_shift(test.item_spread, test.noise_means, level), test.items)
+    value = detectable_shift(test, level)
+    floor = float(np.mean(test.noise_means)) if test.noise_means else None
+    return Detectable("divergence", "nats", value, test.items, floor=floor,
+                      runs=test.noise_runs)
 
 
 def task_detectable(e: object, levels: Levels) -> tuple[Detectable, ...]:

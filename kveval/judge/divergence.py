@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ import numpy as np
 from kveval.errors import RunFileError
 from kveval.judge.kld import KldTable, kld_table
 
+ASSUMED_KL_SPREAD = 0.25  # log-sd of a restart's mean KL where fewer than three runs show it
 TINY = 1e-12  # a probability below what 4-decimal log-probabilities resolve
 
 
@@ -98,6 +99,8 @@ class KlTest:
     noise_runs: int = 1
     item_spread: float = 0.0  # sd of the per-item permutation's mean difference under the null
     noise_means: tuple[float, ...] = ()  # each noise run's mean of the per-item means
+    # between the noise runs alone (from two): the root of the mean per-item variance
+    noise_item_sd: float | None = None
 
 
 def top_distribution(lp: Mapping[str, Any], i: int) -> dict[str, float]:
@@ -242,15 +245,17 @@ def kl_test(candidate: Sequence[ItemDivergence], *noise_runs: Sequence[ItemDiver
     values = np.vstack([cand + shift, noise])
     k = len(floors)
     spread = math.sqrt(float(np.sum(((k + 1) / k) ** 2 * values.var(axis=0)))) / len(shared)
+    between = math.sqrt(float(noise.var(axis=0, ddof=1).mean())) if k >= 2 else None
     return KlTest(len(shared), float(cand.mean()) + shift, float(noise.mean()), p, smallest,
-                  shift, k, spread, tuple(float(m) for m in noise.mean(axis=1)))
+                  shift, k, spread, tuple(float(m) for m in noise.mean(axis=1)), between)
 
 
 def run_p(candidate: np.ndarray, noise: np.ndarray) -> float:
     """The candidate's mean KL as one more run among the noise runs' (log scale; each mean's
-    sampling variance, from its items, is the floor); 1 when a noise run's mean is as high."""
-    from kveval.judge.spread import PRIORS, moderated, prediction_p
-
+    sampling variance, from its items, is the floor); 1 when a noise run's mean is as high.
+    With three noise runs or more their own spread, Student's t on m - 1 degrees of freedom
+    (forced restarts agree closely, and their spread is what the KL test must measure:
+    judge/kl_power.py plans with it); with fewer, ASSUMED_KL_SPREAD with a normal reference."""
     means = noise.mean(axis=1)
     if candidate.mean() <= means.max():
         return 1.0
@@ -258,9 +263,19 @@ def run_p(candidate: np.ndarray, noise: np.ndarray) -> float:
     level = max(float(means.mean()), float(np.abs(candidate).mean()), 1e-12)
     floor = float(noise.var(axis=1, ddof=1).mean()) / n / level ** 2 if n > 1 else 0.0
     log = np.log(np.maximum(means, TINY)), float(np.log(max(candidate.mean(), TINY)))
-    prior = PRIORS["count"]
-    spread = moderated(list(log[0]), floor + prior.spread ** 2, prior.df, floor)
-    return prediction_p(log[1] - float(np.mean(log[0])), spread)
+    return log_run_p(log[1], [float(x) for x in log[0]], floor)
+
+
+def log_run_p(candidate: float, pool: Sequence[float], floor: float) -> float:
+    """One more run's log mean KL among the noise runs' (`floor`: one mean's sampling
+    variance): Student's t on their own spread from three runs, else ASSUMED_KL_SPREAD."""
+    from kveval.judge.spread import moderated, prediction_p
+
+    gap = candidate - float(np.mean(pool))
+    if len(pool) >= 3:
+        return prediction_p(gap, moderated(list(pool), 0.0, 0.0, 0.0))
+    assumed = moderated([], ASSUMED_KL_SPREAD ** 2 + floor, math.inf, floor)
+    return prediction_p(gap, replace(assumed, runs=len(pool)))
 
 
 @dataclass(frozen=True)

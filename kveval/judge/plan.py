@@ -33,7 +33,9 @@ from kveval.judge.detect import (
     detectable_loss,
     detectable_shift,
 )
+from kveval.judge.divergence import KlTest
 from kveval.judge.floor import CountTest, logit_share, logit_slope
+from kveval.judge.kl_power import Floor, item_sd, needed
 from kveval.judge.power import smallest_size
 from kveval.judge.spread import PRIORS, Spread, moderated
 from kveval.judge.stats import PairedTable
@@ -46,9 +48,10 @@ MOST_NOISE_RUNS = 8
 class Targets:
     detect: float = 2.0  # accuracy points
     detect_drift: float = 10.0  # points of the task's items changed beyond the floor
-    detect_kl: float | None = None  # nats per token
+    detect_kl: float | None = None  # nats per token, or (kl_relative) a share of the floor's
     power: float = POWER
     alpha: float = 0.05
+    kl_relative: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class TaskPlan:
     flip_rate: float | None = None
     level: float = 0.05
     note: str = ""
+    floor: float | None = None  # divergence: the pilot floor's mean KL (nats per token)
+    rise: float | None = None  # divergence: the target rise, in nats per token
 
 
 @dataclass(frozen=True)
@@ -170,21 +175,31 @@ def _share(count: float | None, n: int) -> float | None:
     return None if count is None else 100 * count / n
 
 
-def divergence_plan(task: str, items: int, item_spread: float, noise_means: Sequence[float],
-                    targets: Targets, level: float) -> TaskPlan | None:
-    """Items for the divergence check to catch `detect_kl` nats per token."""
-    if targets.detect_kl is None or items == 0:
-        return None
-    from scipy.stats import norm
+def pilot_floor(test: KlTest, restart: bool) -> Floor:
+    """The floor a pilot's forced runs show: every restart's mean KL (the noise runs', and the
+    run standing in for the candidate when the pilot has none), their spread from two."""
+    means = np.array([*test.noise_means, *([test.candidate_kl] if restart else [])])
+    logs = np.log(np.maximum(means, 1e-12))
+    spread = float(logs.std(ddof=1)) if len(means) >= 2 else None
+    return Floor(float(means.mean()), spread, item_sd(test), test.items)
 
-    z = float(norm.isf(level) + norm.ppf(targets.power))
-    needed = math.ceil(items * (z * item_spread / targets.detect_kl) ** 2) if item_spread else 1
-    here = detectable_shift(item_spread, noise_means, level, targets.power)
-    runs = len(noise_means)
-    run_part = detectable_shift(0.0, noise_means, level, targets.power)
-    enough = runs if run_part <= targets.detect_kl else None
-    return TaskPlan(task, "divergence", items, None, max(needed, 1), enough, here, None, None,
-                    level)
+
+def divergence_plan(task: str, test: KlTest, restart: bool, targets: Targets,
+                    level: float, available: int | None = None) -> TaskPlan | None:
+    """The fewest noise runs for the divergence check to catch `detect_kl` (nats per token,
+    or a share of the floor's mean KL) with the items the data has, and the fewest items
+    they need, from the pilot's forced runs."""
+    if targets.detect_kl is None or test.items == 0:
+        return None
+    floor = pilot_floor(test, restart)
+    rise = targets.detect_kl * floor.mean if targets.kl_relative else targets.detect_kl
+    need = needed(rise, floor, level, targets.power, available)
+    here = detectable_shift(test, level, targets.power)
+    note = "" if floor.spread is not None else (
+        "the restarts' spread is not measured: a pilot of two forced restarts or more "
+        "(three with a candidate) measures it")
+    return TaskPlan(task, "divergence", test.items, available, need.items, need.runs, here,
+                    None, None, level, note, floor.mean, rise)
 
 
 @dataclass(frozen=True)
@@ -214,12 +229,13 @@ def plan(base: Side, noises: Sequence[Side] = (), cand: Side | None = None,
     levels = first_step_levels(ex.checks, targets.alpha, len(ex.evidence) * TASK_WEIGHT)
     found = []
     for e in ex.evidence:
-        found += _task_plans(e, len(noises), targets, levels, (available or {}).get(e.task))
+        found += _task_plans(e, len(noises), targets, levels, (available or {}).get(e.task),
+                             restart=cand is None)
     return Plan(tuple(found), levels, len(noises), source, targets)
 
 
 def _task_plans(e: TaskEvidence, noise_runs: int, targets: Targets, levels: Levels,
-                available: int | None) -> list[TaskPlan]:
+                available: int | None, restart: bool = False) -> list[TaskPlan]:
     if e.skipped or e.missing:
         return []
     found = []
@@ -234,7 +250,7 @@ def _task_plans(e: TaskEvidence, noise_runs: int, targets: Targets, levels: Leve
         found.append(drift_plan(e.task, t.items, float(np.mean(t.figures)), spread, noise_runs,
                                 targets, levels.of("drift")))
     if e.divergence is not None and e.divergence.items:
-        d = divergence_plan(e.task, e.divergence.items, e.divergence.item_spread,
-                            e.divergence.noise_means, targets, levels.of("divergence"))
+        d = divergence_plan(e.task, e.divergence, restart, targets, levels.of("divergence"),
+                            available)
         found += [d] if d else []
     return found

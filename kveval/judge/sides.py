@@ -28,6 +28,14 @@ class Side:
     def errors(self) -> int:
         return sum(not item.ok for item in self.items)
 
+    @property
+    def not_forced(self) -> dict[str, dict[str, int]]:
+        """A teacher-forced run's baseline items not forced, per task and reason ({} for any
+        other run; formats/unforced.py)."""
+        from kveval.formats.unforced import left_out
+
+        return left_out(self.header.teacher_force if self.header else None, self.items)
+
 
 def side_from_run(run: Run) -> Side:
     return Side(

@@ -159,7 +159,9 @@ def forced(side: Side) -> bool:
 
 def forceable(item: ItemRecord) -> bool:
     """A baseline item a teacher-forced run owes: answered, with tokens to score."""
-    return item.ok and bool(item.output)
+    from kveval.formats.unforced import unforceable
+
+    return unforceable(item) is None
 
 
 def task_margin(base: Side, task: str) -> float | None:

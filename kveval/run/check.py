@@ -3,9 +3,11 @@
 Probes, each bounded in time: the model list and the fingerprint a run would record, a
 one-token completions and chat request at temperature 0, the largest `--logprobs K` each API
 returns (from a short ladder), the teacher-forcing method `run --teacher-force` would choose
-(run/forcing.py) tried on one tiny item, and the tokenizer and chat-template endpoints. What
-the server does not tell (its KV cache type, its attention backend, its version) is named as
-`--setup` keys to state. Nothing here writes a file.
+(run/forcing.py) tried on one tiny item, whether a llama-server copies its idle slots at every
+task start (run/slots.py), whether one request's log-probabilities are the same alone and in a
+batch (run/invariance.py), and the tokenizer and chat-template endpoints. What the server does
+not tell (its KV cache type, its attention backend, its version) is named as `--setup` keys
+to state. Nothing here writes a file.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kveval.run.client import ClientConfig, Connection, asked_k, make_client, send
-from kveval.run.endpoint import ServerInfo
+from kveval.run.endpoint import ServerInfo, server_root
 from kveval.run.forcing import LACKS, Method, Probe, select
+from kveval.run.invariance import Invariance, batch_invariance
+from kveval.run.slots import idle_cache
 
 LADDER = (1, 5, 10, 20)  # --logprobs K tried, each as one one-token request
 CHECK_TIMEOUT_S = 5.0  # each request
@@ -39,6 +43,8 @@ class Check:
     endpoints: dict[str, str | None] = field(default_factory=dict)  # tokenizer, chat template
     setup_to_state: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    batch_invariance: dict[str, Any] | None = None
+    advice: list[str] = field(default_factory=list)  # what to change before a forced run
 
     @property
     def problems(self) -> list[str]:
@@ -52,6 +58,7 @@ class Check:
                 "fingerprint": self.fingerprint, "apis": self.apis,
                 "max_logprobs": self.max_logprobs, "teacher_force": self.teacher_force,
                 "endpoints": self.endpoints, "setup_to_state": self.setup_to_state,
+                "batch_invariance": self.batch_invariance, "advice": self.advice,
                 "runnable": not self.problems, "problems": self.problems,
                 "seconds": round(self.seconds, 2)}
 
@@ -64,11 +71,17 @@ def summary(info: ServerInfo, model: str | None) -> dict[str, Any]:
     found = {
         "engine": engine.get("engine") or _engine_name(fp),
         "engine_version": (engine.get("engine_version") or version.get("version")
-                           or props.get("build_info")),
+                           or _build(props.get("build_info"))),
         "kv_cache": engine.get("kv_cache_type") or cache.get("cache_dtype"),
         "context_length": info.max_context(model) if model else None,
     }
     return {k: v for k, v in found.items() if v is not None}
+
+
+def _build(info: Any) -> Any:
+    """llama-server's build_info, unless a build without git metadata made it "b0-..." (a
+    version that names nothing, to be stated with --setup instead)."""
+    return None if isinstance(info, str) and info.startswith("b0-") else info
 
 
 def _dict(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -153,16 +166,43 @@ def _tiny_run(model: str) -> Any:
     return Run(header, [item], Path("check"))
 
 
-async def _probe_all(config: ClientConfig, model: str, method: Method) -> dict[str, Any]:
+QUIET = ("a quiet floor: forced restarts agree bit for bit, so one forced noise run "
+         "shows it")
+NOISY = ("the floor moves with batching: three forced noise runs or more measure its spread "
+         "(kveval plan --detect-kl)")
+EMBEDDED_INVARIANT = Invariance(True, 0, 0.0, "the embedded engine answers one request at a "
+                                              "time")
+
+
+async def _invariance(conn: Connection, apis: dict[str, str | None],
+                      ks: dict[str, int | None], model: str) -> Invariance | None:
+    api = next((a for a in ("chat", "completions") if apis[a] is None and ks[a]), None)
+    return None if api is None else await batch_invariance(conn, api, model, min(ks[api] or 1, 5))
+
+
+def invariance_json(found: Invariance | None) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    meaning = QUIET if found.identical else NOISY if found.identical is False else None
+    return {"identical": found.identical, "positions": found.positions,
+            "largest_change": found.largest, "summary": found.why, "floor": meaning}
+
+
+async def _probe_all(config: ClientConfig, model: str, method: Method,
+                     embedded: bool) -> dict[str, Any]:
     conn = make_client(config)
     try:
         apis = {api: await _api(conn, api, model) for api in ("completions", "chat")}
         ks = {api: (await _max_k(conn, api, model)) if apis[api] is None else None
               for api in apis}
         forced = await _forced(conn, method, config.base_url, model)
+        idle = (await idle_cache(conn, server_root(config.base_url), method.slots)
+                if method.name == "forced_decoding" else None)
+        same = EMBEDDED_INVARIANT if embedded else await _invariance(conn, apis, ks, model)
     finally:
         await conn.client.close()
-    return {"apis": apis, "max_logprobs": ks, "forced": forced}
+    return {"apis": apis, "max_logprobs": ks, "forced": forced, "idle": idle,
+            "invariance": same}
 
 
 def check(base_url: str, label: str, info: ServerInfo, model: str | None,
@@ -178,13 +218,18 @@ def check(base_url: str, label: str, info: ServerInfo, model: str | None,
         found["engine"] = method.server
     bound = EMBEDDED_TIMEOUT_S if embedded else CHECK_TIMEOUT_S
     config = ClientConfig(base_url, api_key, bound, retries=0)
-    seen = asyncio.run(_probe_all(config, model, method))
+    seen = asyncio.run(_probe_all(config, model, method, embedded))
+    idle = seen["idle"]
     forced = {"method": method.name if seen["forced"] is None else None,
               "server": method.server, "chat_items": method.template,
-              "why_not": seen["forced"]}
+              "why_not": seen["forced"],
+              "idle_slot_cache": None if idle is None else {"caches": idle.caches,
+                                                           "summary": idle.why}}
     endpoints = {"tokenizer": _tokenizer(method, embedded), "chat_template": method.template}
+    advice = [idle.advice] if idle is not None and idle.advice else []
     return Check(label, info.model_ids, model, found, seen["apis"], seen["max_logprobs"],
-                 forced, endpoints, setup_keys(found, embedded), time.perf_counter() - started)
+                 forced, endpoints, setup_keys(found, embedded), time.perf_counter() - started,
+                 invariance_json(seen["invariance"]), advice)
 
 
 def _tokenizer(method: Method, embedded: bool) -> str | None:

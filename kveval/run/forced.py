@@ -27,11 +27,11 @@ from kveval.run.forced_tokens import (
     post_json,
     same_tokens,
 )
-from kveval.run.logprobs import from_legacy
+from kveval.run.logprobs import from_legacy, outcomes
 from kveval.safe import one_line
 
 # one scored position: the answer token's text, its log-probability (None: outside the
-# top-K), and the top-K {token: log-probability}
+# top-K), and the top-K {text: log-probability}, two ids of one text summed (logprobs.outcomes)
 Scored = tuple[str, float | None, dict[str, float]]
 
 
@@ -127,16 +127,28 @@ class Forced:
                       ) -> tuple[list[Scored], dict[str, Any]]:
         tok, recorded = self.tokenizer, self.answer.tokens
         prompt = await tok.prompt(conn, self.prompt, self.messages)
+        if recorded is not None and not tok.llama:
+            return await self._checked(conn, prompt, recorded, last_only)
         ids, pieces, match = await tok.answer(conn, self.answer.text, recorded)
         scored, requests = await self._score(conn, prompt, ids, pieces, last_only)
-        if match == UNCHECKED and not last_only:
-            match = EXACT if same_tokens([s[0] for s in scored], recorded or ()) else RETOKENIZED
-            own = await tok.each(conn, recorded or ()) if match == RETOKENIZED else None
-            if own is not None and own != ids:
-                again, more = await self._score(conn, prompt, own, list(recorded or ()), False)
-                requests += more
-                if same_tokens([s[0] for s in again], recorded or ()):
-                    scored, match = again, EXACT
+        return scored, {"tokens": match, "positions": len(scored), "requests": requests}
+
+    async def _checked(self, conn: Connection, prompt: list[int], recorded: Sequence[str],
+                       last_only: bool) -> tuple[list[Scored], dict[str, Any]]:
+        """vLLM and SGLang answer ids without pieces: each way's ids (forced_tokens.py) in
+        turn, until a scoring reply's tokens are the baseline's."""
+        tok, requests, match = self.tokenizer, 0, RETOKENIZED
+        scored: list[Scored] = []
+        for way, ids in await tok.ways(conn, self.answer.text, recorded):
+            scored, n = await self._score(conn, prompt, ids, None, last_only)
+            requests += n
+            if last_only:
+                match = UNCHECKED
+                break
+            if same_tokens([s[0] for s in scored], recorded):
+                match = EXACT
+                break
+            tok.refute(way)
         return scored, {"tokens": match, "positions": len(scored), "requests": requests}
 
     async def _score(self, conn: Connection, prompt: list[int], ids: list[int],
@@ -201,7 +213,7 @@ def decoded(data: Any, want: int, piece: str | None) -> Scored:
     try:
         first = data["completion_probabilities"][0]
         tops = first["top_logprobs"]
-        top = {str(t["token"]): _float(t["logprob"]) for t in tops}
+        top = outcomes((str(t["token"]), _float(t["logprob"])) for t in tops)
         own = next((_float(t["logprob"]) for t in tops if t["id"] == want), None)
         text = piece if piece is not None else next(
             (str(t["token"]) for t in tops if t["id"] == want), "")
@@ -225,8 +237,8 @@ def vllm_scored(data: Any, ids: list[int], k: int) -> list[Scored]:
 def _vllm_position(row: dict[str, Any], want: int, k: int) -> Scored:
     """The prompt's own token is listed beside the top-K when it ranks below them."""
     own = row[str(want)]
-    top = {str(e["decoded_token"]): _float(e["logprob"]) for e in row.values()
-           if int(e["rank"]) <= k}
+    top = outcomes((str(e["decoded_token"]), _float(e["logprob"])) for e in row.values()
+                   if int(e["rank"]) <= k)
     return str(own["decoded_token"]), _float(own["logprob"]), top
 
 
@@ -239,7 +251,8 @@ def sglang_scored(data: Any, ids: list[int]) -> list[Scored]:
         tops = meta["input_top_logprobs"][-len(ids):]
         if len(own) != len(ids) or [int(o[1]) for o in own] != ids:
             raise ForcedFailure("the input log-probabilities are not the answer's tokens")
-        return [(str(o[2]), _float(o[0]), {str(t[2]): _float(t[0]) for t in top or ()})
+        return [(str(o[2]), _float(o[0]), outcomes((str(t[2]), _float(t[0]))
+                                                   for t in top or ()))
                 for o, top in zip(own, tops, strict=True)]
     except (KeyError, IndexError, TypeError) as exc:
         raise ForcedFailure(f"the server returned no input log-probabilities ({exc!r})") from None

@@ -2,10 +2,16 @@
 
 The prompt is tokenized as the server's own API would (a completions prompt with its special
 tokens, a chat item rendered by the server's chat template); the answer's ids must be the
-baseline's own tokens. Tokenizing the answer text alone usually gives them; where the pieces
-differ from the tokens the baseline recorded (a model may generate a split that tokenizing
-the text would not), each recorded token is tokenized on its own, which gives the exact ids
-when every one is a single token. Otherwise the item is marked `retokenized`.
+baseline's own tokens. Two ways give them: tokenizing the answer text, and tokenizing each
+recorded token on its own, which gives the exact ids when every one is a single token (a
+model may generate a split, "\n" + "\n", that tokenizing the text would not: "\n\n").
+llama-server answers pieces with its ids, so the text's ids are checked before any scoring
+request, and each token alone is tried where they differ. vLLM and SGLang answer ids only:
+each token alone is tried first (one small cached request per distinct token), the scoring
+reply's tokens check it, and the text's ids are tried only where that check fails; a run
+whose tokenizer refutes the first way (a SentencePiece model prefixes a space to a text
+alone) tries the text first from then on. An item whose tokens still differ is marked
+`retokenized`.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class Tokenizer:
     root: str  # the server's root URL, beside /v1
     model: str
     singles: dict[str, int | None] = field(default_factory=dict, compare=False)  # piece -> id
+    refuted: dict[str, int] = field(default_factory=dict, compare=False)  # way -> times
 
     @property
     def llama(self) -> bool:
@@ -117,12 +124,38 @@ class Tokenizer:
         own = await self.each(conn, recorded)
         return (own, list(recorded), EXACT) if own is not None else (ids, pieces, RETOKENIZED)
 
-    async def each(self, conn: Connection, recorded: Sequence[str]) -> list[int] | None:
-        """Each recorded token tokenized alone: the exact ids when each is one token."""
+    async def ways(self, conn: Connection, answer: str, recorded: Sequence[str]
+                   ) -> list[tuple[str, list[int]]]:
+        """The distinct ids of the two ways, by name, the one to try first first: each
+        recorded token alone, unless this run's replies refuted it more often than the
+        text's ids."""
+        order = ("text", "each") if self.refuted.get("each", 0) > self.refuted.get("text", 0) \
+            else ("each", "text")
+        found: list[tuple[str, list[int]]] = []
+        for way in order:
+            ids = (await self.each(conn, recorded, quiet=True) if way == "each"
+                   else (await self.text(conn, answer, special=False))[0])
+            if ids is not None and all(ids != other for _, other in found):
+                found.append((way, ids))
+        return found
+
+    def refute(self, way: str) -> None:
+        """A scoring reply showed that this way's ids were not the baseline's tokens."""
+        self.refuted[way] = self.refuted.get(way, 0) + 1
+
+    async def each(self, conn: Connection, recorded: Sequence[str], quiet: bool = False
+                   ) -> list[int] | None:
+        """Each recorded token tokenized alone: the exact ids when each is one token.
+        `quiet`: a failed request means None (another way is tried), not a failure."""
         ids = []
         for piece in recorded:
             if piece not in self.singles:
-                one, pieces = await self.text(conn, piece, special=False)
+                try:
+                    one, pieces = await self.text(conn, piece, special=False)
+                except ForcedFailure:
+                    if quiet:
+                        return None
+                    raise
                 alone = len(one) == 1 and (pieces is None or pieces == [piece])
                 self.singles[piece] = one[0] if alone else None
             token = self.singles[piece]

@@ -15,6 +15,14 @@ Both become one compact record of parallel arrays (`ItemRecord.logprobs`):
      "top_tokens": [["The", "A", ...], ...],     # per position: the top-K tokens, best first
      "top_logprobs": [[-0.0123, -4.61, ...], ...]}
 
+Two token ids of one position may decode to the same text (a byte-level tokenizer has
+several spellings of some texts; llama-server's `n_probs`, vLLM's `prompt_logprobs` and
+SGLang list each id apart). The record keeps texts, each once per top-K: a text's entry holds
+the summed probability of every listed id that decodes to it (`outcomes`, the one place every
+path goes through), so a top-K is a coarser partition of the vocabulary and its KL stays a
+lower bound of the full one. Keeping the larger of the two (or the last) dropped the other's
+mass, and where the two runs kept different ids of one text the bound could exceed the truth.
+
 Log-probabilities are kept at the full precision the server sent (a float written with the
 shortest repr that reads back the same): rounding them to 4 decimals made a top-1
 log-probability of -0.00004 read as 0, and so overstated the KL bound. A position the server
@@ -24,7 +32,7 @@ gave no log-probability (an echoed prompt's first token) is dropped.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 FLOOR = -9999.0  # -inf (a token of probability 0) as a finite JSON number
@@ -38,12 +46,23 @@ def rounded(value: Any) -> float:
     return FLOOR if math.isinf(number) or number < FLOOR else number
 
 
-def _ranked(pairs: Sequence[tuple[str, float]], k: int) -> tuple[list[str], list[float]]:
-    """The top k (token, logprob) pairs, best first; a token listed twice counts once."""
-    best: dict[str, float] = {}
-    for token, logprob in pairs:
-        best[token] = max(logprob, best.get(token, -math.inf))
-    ranked = sorted(best.items(), key=lambda tl: -tl[1])[:k]
+def outcomes(pairs: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """A position's listed tokens as text-level outcomes: each text once, holding the summed
+    probability of the token ids that decode to it (log-sum-exp of their log-probabilities)."""
+    found: dict[str, float] = {}
+    for text, logprob in pairs:
+        if text in found:
+            from numpy import logaddexp
+
+            found[text] = float(logaddexp(found[text], logprob))
+        else:
+            found[text] = logprob
+    return found
+
+
+def _ranked(pairs: Iterable[tuple[str, float]], k: int) -> tuple[list[str], list[float]]:
+    """The top k text-level outcomes (`outcomes`), best first."""
+    ranked = sorted(outcomes(pairs).items(), key=lambda tl: -tl[1])[:k]
     return [t for t, _ in ranked], [rounded(lp) for _, lp in ranked]
 
 

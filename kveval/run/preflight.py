@@ -59,12 +59,26 @@ def check_longest(jobs: Sequence[Job]) -> Before:
 
 
 async def _check_forced(job: Job, conn: Connection) -> None:
-    """Teacher forcing: the longest item's longest request, by the run's method."""
+    """Teacher forcing: the longest item's longest request, by the run's method; on
+    llama-server, a note when it copies its idle slots at every task start (run/slots.py)."""
     reply = await job.forced.probe(conn)
     method = job.forced.method
     if reply.error is None and reply.logprobs and reply.logprobs["tokens"]:
+        if method == "forced_decoding":
+            await _note_idle_cache(job, conn)
         return
     why = reply.error or "the reply held no log-probabilities"
     hint = f"; {LACKS}" if method == "echo" else ""
     raise EndpointError(f"the server cannot teacher-force {job.item.item_id} by {method}: "
                         f"{why}{hint}")
+
+
+async def _note_idle_cache(job: Job, conn: Connection) -> None:
+    import click
+
+    from kveval.run.slots import idle_cache
+
+    tokenizer = job.forced.tokenizer
+    found = await idle_cache(conn, tokenizer.root, tokenizer.method.slots)
+    if found.advice:
+        click.echo(f"note: {found.advice}", err=True)

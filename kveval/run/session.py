@@ -26,6 +26,7 @@ from kveval.adapters.base import BuildContext, Item, TaskSpec
 from kveval.errors import EXIT_OK, EXIT_REGRESSION, DataError, UsageError
 from kveval.formats.limits import check_input
 from kveval.formats.records import ItemRecord, Run, RunHeader
+from kveval.formats.unforced import left_out, sentence
 from kveval.formats.writer import check_writable, refuse_inputs
 from kveval.run.client import ClientConfig
 from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
@@ -236,7 +237,7 @@ def run_forced(opts: RunOptions, started: float) -> int:
                              dict(Counter(job.item.task for job in plan.jobs)))
         header = dataclasses.replace(header, teacher_force={
             "baseline": baseline.header.label or baseline.path.stem, **method.header(),
-            "unserved": plan.unserved or None})
+            "unforced": plan.unforced or None})
         return send_all(opts, target, header, plan.jobs, old, started)
 
 
@@ -250,7 +251,8 @@ def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job
                       lambda: open_writer(opts.output, opts.overwrite, header, old, done),
                       f"run {opts.label}", before=_preflight(target, pending))
     every = kept_items(old, done) + records
-    return summarize(opts, every, records, time.perf_counter() - started, order)
+    return summarize(opts, every, records, time.perf_counter() - started, order,
+                     sentence(left_out(header.teacher_force, every)))
 
 
 def replayed(opts: RunOptions, old: Run | None) -> RunOptions:
@@ -296,11 +298,11 @@ def run_session(opts: RunOptions) -> int:
 
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
-              wall_s: float, order: Sequence[str] = ()) -> int:
+              wall_s: float, order: Sequence[str] = (), not_forced: str = "") -> int:
     from kveval.run.summary import render_run_summary
 
     click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output),
-                                  order=order))
+                                  order=order, not_forced=not_forced))
     errors = sum(1 for item in items if not item.ok)
     if errors:
         click.echo(f"{errors} item(s) failed; `kveval run ... --resume -o {opts.output}` "

@@ -44,8 +44,9 @@ def _no_accuracy(items: int, errors: int) -> str:
 
 
 def render_run_summary(items: Sequence[ItemRecord], sent: int, wall_s: float, path: str,
-                       order: Sequence[str] = ()) -> str:
-    """Accuracy per task; tasks in `order` (the suite's) first, then any others as they come."""
+                       order: Sequence[str] = (), not_forced: str = "") -> str:
+    """Accuracy per task; tasks in `order` (the suite's) first, then any others as they come;
+    for a teacher-forced run, the baseline items it did not force (formats/unforced.py)."""
     present = {i.task for i in items}
     tasks = [t for t in dict.fromkeys([*order, *(i.task for i in items)]) if t in present]
     lines = [f"{'task':<18}{'items':>6}{'errors':>8}  accuracy (Wilson 95%)"]
@@ -59,4 +60,6 @@ def render_run_summary(items: Sequence[ItemRecord], sent: int, wall_s: float, pa
         if strict:
             lines.append(f"{'':<18}{'':>6}{'':>8}  strict `#### N`: {strict}")
     lines.append(f"{len(items)} items ({sent} sent this time) in {wall_s:.1f} s -> {path}")
+    if not_forced:
+        lines.append(f"baseline items not teacher-forced: {one_line(not_forced)}")
     return "\n".join(lines)

@@ -14,8 +14,9 @@ from the end of the echoed text (llama-cpp-python's offsets skip the special tok
 template). A chat item's prompt is rendered there with the GGUF's own template, as
 llama-cpp-python's server applies it. Alignment is checked, not assumed (run/logprobs.py).
 
-Items a method cannot serve (chat items on a server with no chat-template endpoint) are
-counted per task, recorded in the header's `teacher_force.unserved` and named on stderr.
+Every answered baseline item is forced. The others (a failed request, an empty answer, a
+chat item on a server with no chat-template endpoint) are listed per task and reason in the
+header's `teacher_force.unforced` (formats/unforced.py) and counted on stderr.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 from kveval.adapters.base import Item, Message, TaskSpec
 from kveval.errors import UsageError
 from kveval.formats.records import ItemRecord, Run
+from kveval.formats.unforced import UNSERVABLE, WHY, Listed, add, unforceable
 from kveval.run.forcing import Method, chat_refusal
 from kveval.run.runner import Job
 
@@ -55,7 +57,7 @@ class Context:
 class Plan:
     specs: list[TaskSpec]
     jobs: list[Job]
-    unserved: dict[str, int]  # task -> answered items the method cannot serve
+    unforced: Listed  # task -> reason -> the baseline's item ids not forced
 
 
 def spec_from_header(task: Mapping[str, Any], k: int, baseline: str) -> TaskSpec:
@@ -90,19 +92,24 @@ def forced_body(prompt: str, answer: str, model: str, k: int, seed: int | None,
     return body
 
 
-def forced_records(baseline: Run, limit: int | None) -> list[ItemRecord]:
-    """The baseline's answered items, in file order; the first `limit` of each task."""
+def forced_records(baseline: Run, limit: int | None) -> tuple[list[ItemRecord], Listed]:
+    """The baseline's answered items, in file order, the first `limit` of each task; and
+    the items before that cut that have no answer to score, by task and reason."""
     kept: list[ItemRecord] = []
+    left: Listed = {}
     counts: dict[str, int] = {}
     for record in baseline.items:
-        if not record.ok or not record.output:  # an empty answer has no tokens to score
+        if limit is not None and counts.get(record.task, 0) >= limit:
+            continue
+        reason = unforceable(record)
+        if reason is not None:
+            add(left, record.task, reason, record.item_id)
             continue
         counts[record.task] = counts.get(record.task, 0) + 1
-        if limit is None or counts[record.task] <= limit:
-            kept.append(record)
+        kept.append(record)
     if not kept:
         raise UsageError(f"{baseline.path}: no answered items to teacher-force")
-    return kept
+    return kept, left
 
 
 def load_baseline(path: str) -> Run:
@@ -124,21 +131,21 @@ def plan_forced(baseline: Run, ctx: Context) -> Plan:
     label = baseline.header.label or baseline.path.stem
     specs = {t["name"]: spec_from_header(t, ctx.k, label) for t in baseline.header.tasks}
     jobs: list[Job] = []
-    unserved: dict[str, int] = {}
     tokenizer = _tokenizer(ctx)
-    for record in forced_records(baseline, ctx.limit):
+    records, left = forced_records(baseline, ctx.limit)
+    for record in records:
         if record.task not in specs:
             raise UsageError(f"{baseline.path}: item {record.item_id} has a task the header "
                              "does not list")
         item = forced_item(record)
         if not servable(item, ctx):
-            unserved[record.task] = unserved.get(record.task, 0) + 1
+            add(left, record.task, UNSERVABLE, record.item_id)
             continue
         jobs.append(_job(specs[record.task], item, record, ctx, tokenizer))
     if not jobs:
         raise UsageError(f"no item can be teacher-forced here: {chat_refusal(ctx.method)}; "
                          "run the baseline with --api completions")
-    return Plan(list(specs.values()), jobs, unserved)
+    return Plan(list(specs.values()), jobs, left)
 
 
 def _tokenizer(ctx: Context) -> Any:
@@ -237,7 +244,9 @@ def plan_run(baseline: Run, base_url: str, model: str, fingerprint: dict[str, An
     ctx = Context(method, base_url, model, opts.logprobs or DEFAULT_K, opts.seed, opts.limit,
                   opts.extra_body, render, slots)
     plan = plan_forced(baseline, ctx)
-    for task, count in plan.unserved.items():
-        click.echo(f"note: {one_line(task)}: {count} item(s) not teacher-forced: "
-                   f"{chat_refusal(method)}", err=True)
+    for task, reasons in plan.unforced.items():
+        for reason, ids in reasons.items():
+            why = chat_refusal(method) if reason == UNSERVABLE else WHY[reason]
+            click.echo(f"note: {one_line(task)}: {len(ids)} item(s) not teacher-forced: {why}",
+                       err=True)
     return plan, method

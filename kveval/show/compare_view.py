@@ -12,7 +12,7 @@ from kveval.show.blocks import CONTEXT, Block, Heading, Note, SideBySide, Table
 from kveval.show.checks_view import check_lines, checks_table, notices, warnings_sentence
 from kveval.show.curves import headed
 from kveval.show.divergence import divergence_blocks
-from kveval.show.sections import pairing_line, setup_blocks, sides_block
+from kveval.show.sections import not_forced_lines, pairing_line, setup_blocks, sides_block
 from kveval.show.seen import detectable_lines
 from kveval.show.words import (
     REPETITION_NOTE,
@@ -116,6 +116,7 @@ def compare_blocks(setup: Setup | None, ex: Examined) -> list[Block]:
     blocks += [Heading("checks"), checks_table(ex.checks), *detectable_lines(ex)]
     blocks += [Note(n) for n in notices(ex)]
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
+    blocks += not_forced_lines(c.candidate, *c.noises)
     for t in c.tasks:
         blocks += [diverged_block(p, c.base.label, c.candidate.label) for p in t.diverged]
     return blocks

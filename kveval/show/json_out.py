@@ -74,7 +74,10 @@ def accuracy_json(acc: Accuracy | None) -> dict[str, Any] | None:
 
 
 def side_json(side: Side | None) -> dict[str, Any] | None:
-    return None if side is None else {"label": side.label, "path": side.path}
+    if side is None:
+        return None
+    found = side.not_forced
+    return {"label": side.label, "path": side.path, **({"not_forced": found} if found else {})}
 
 
 def setup_json(setup: Setup | None) -> dict[str, Any] | None:

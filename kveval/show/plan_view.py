@@ -7,17 +7,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from kveval.judge.checks import WEIGHTS
-from kveval.judge.plan import Plan, TaskPlan
+from kveval.judge.plan import MOST_NOISE_RUNS, Plan, TaskPlan
 from kveval.show.blocks import Block, Heading, Table
 
 UNITS = {"accuracy": "points", "drift": "% of items", "divergence": "nats"}
 
 
-def _figure(value: float | None, kind: str) -> str:
+def _figure(value: float | None, kind: str, floor: float | None = None) -> str:
     if value is None:
         return "none"
     if kind == "divergence":
-        return f"{value:.2g} nats"
+        if value == 0:
+            return "any rise"
+        share = f" ({100 * value / floor:.1f}% of the floor)" if floor else ""
+        return f"{value:.2g} nats{share}"
     return f"{value:.1f} points" if kind == "accuracy" else f"{value:.0f}% of items"
 
 
@@ -47,15 +50,39 @@ def sentence(p: TaskPlan, plan: Plan) -> str:
                 else f"cannot be caught with up to 8 noise runs (best {_figure(p.best, p.kind)})")
         return (f"{want} {runs}; with the pilot's noise runs: "
                 f"{_figure(p.detectable, p.kind)}")
-    return (f"a KL {t.detect_kl:g} nats per token above the floor needs "
-            f"{_count(p.items_needed)} items; the pilot's {p.items} catch "
-            f"{_figure(p.detectable, p.kind)}")
+    return divergence_sentence(p, plan)
+
+
+def kl_target(plan: Plan) -> str:
+    t = plan.targets
+    if t.kl_relative:
+        return f"a KL rise of {100 * (t.detect_kl or 0):g}% over the floor's mean"
+    return f"a KL rise of {t.detect_kl:g} nats per token over the floor"
+
+
+def divergence_sentence(p: TaskPlan, plan: Plan) -> str:
+    want = kl_target(plan)
+    if p.floor == 0:
+        want += (" (the floor is quiet: every forced restart repeats the reference bit for "
+                 "bit, so any rise shows)")
+    elif p.floor is not None and p.rise is not None:
+        want += (f" ({p.rise:.2g} nats per token, {100 * p.rise / p.floor:.1f}% of the "
+                 f"floor's {p.floor:.3g})")
+    if p.noise_runs_needed is None:
+        needs = f"cannot be caught with up to {MOST_NOISE_RUNS} forced noise runs"
+    else:
+        needs = (f"needs {p.noise_runs_needed} forced noise runs and "
+                 f"{_count(p.items_needed)} items")
+    said = (f"{want} {needs}; the pilot's {p.items} items catch "
+            f"{_figure(p.detectable, p.kind, p.floor)}")
+    return f"{said} ({p.note})" if p.note else said
 
 
 def rows(plan: Plan) -> tuple[tuple[str, ...], ...]:
     return tuple((p.task, p.kind, _count(p.items),
                   "-" if p.flip_rate is None else f"{100 * p.flip_rate:.1f}%",
-                  _figure(p.detectable, p.kind), _count(p.items_needed), _count(p.available),
+                  _figure(p.detectable, p.kind, p.floor), _count(p.items_needed),
+                  _count(p.available),
                   _figure(p.best, p.kind) if p.best is not None else "-",
                   _count(p.noise_runs_needed)) for p in plan.tasks)
 
@@ -63,7 +90,7 @@ def rows(plan: Plan) -> tuple[tuple[str, ...], ...]:
 def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
     t = plan.targets
     head = (f"kveval plan: catch a loss of {t.detect:g} points, {t.detect_drift:g}% extra drift"
-            + (f", {t.detect_kl:g} nats of KL" if t.detect_kl else "")
+            + (f", {kl_target(plan)}" if t.detect_kl else "")
             + f" with {100 * t.power:.0f}% power; accuracy and drift each at "
               f"{plan.levels.of('accuracy'):.2g}, drift at {plan.levels.of('drift'):.2g}, "
               f"divergence at {plan.levels.of('divergence'):.2g} (alpha "
@@ -78,6 +105,9 @@ def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
                       "the gate's declared prior stands in for it (bench/gate_calibration.py)")
     if commands:
         blocks += ["grow the runs to these sizes:", *(f"  {c}" for c in commands)]
+    if any("--teacher-force" in c for c in commands):
+        blocks.append("restart the server before each forced noise run: a restart is what "
+                      "it measures")
     return blocks
 
 
@@ -88,11 +118,14 @@ def plan_json(plan: Plan, commands: Sequence[str]) -> dict[str, Any]:
         "levels": {kind: plan.levels.of(kind) for kind in WEIGHTS},
         "alpha": t.alpha, "power": t.power,
         "detect": t.detect, "detect_drift": t.detect_drift, "detect_kl": t.detect_kl,
+        "detect_kl_unit": "share of the floor" if t.kl_relative else "nats",
         "noise_runs": plan.noise_runs, "flips_measured": plan.flip_source,
         "tasks": [{"task": p.task, "check": p.kind, "unit": UNITS[p.kind], "items": p.items,
                    "items_needed": p.items_needed, "items_available": p.available,
                    "noise_runs_needed": p.noise_runs_needed, "detectable": p.detectable,
                    "best_detectable": p.best, "flip_rate": p.flip_rate,
+                   **({"floor_kl": p.floor, "rise_nats": p.rise} if p.kind == "divergence"
+                      else {}),
                    "summary": sentence(p, plan)} for p in plan.tasks],
         "commands": list(commands),
     }

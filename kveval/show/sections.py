@@ -36,6 +36,19 @@ def _short(value: str | None, limit: int = 60) -> str:
     return value if len(value) <= limit else value[: limit - 3] + "..."
 
 
+def not_forced_lines(*sides: Side | None) -> list[str]:
+    """One line per teacher-forced run that left baseline items out, with the count."""
+    from kveval.formats.unforced import sentence, total
+
+    lines = []
+    for side in sides:
+        found = side.not_forced if side is not None else {}
+        if found and side is not None:
+            lines.append(f"{side.label}: {total(found)} baseline item(s) not teacher-forced: "
+                         f"{sentence(found)}")
+    return lines
+
+
 def pairing_line(pairing: Pairing, base: str, other: str) -> str:
     parts = [f"{len(pairing.pairs)} paired items"]
     if pairing.only_base:

@@ -23,14 +23,25 @@ def _accuracy(d: Detectable) -> str:
             f"{100 * POWER:.0f}% of the time")
 
 
+def _divergence(d: Detectable) -> str:
+    size = f"{plural(d.items, 'item')}, {plural(d.runs or 0, 'noise run')}"
+    if d.value is None:
+        return f"no rise of the KL up to a thousand times the floor would show ({size})"
+    if d.value == 0:
+        return f"any rise of the KL above a quiet floor (0) would be caught ({size})"
+    if d.floor:
+        rise = (f"a mean KL {d.value:.2g} nats per token ({100 * d.value / d.floor:.1f}%) "
+                f"above the noise floor's {d.floor:.3g}")
+    else:
+        rise = f"a mean KL {d.value:.2g} nats per token above a quiet floor (0)"
+    return f"{rise} would be caught {100 * POWER:.0f}% of the time ({size})"
+
+
 def detectable_sentence(d: Detectable) -> str:
     if d.kind == "accuracy":
         return _accuracy(d)
     if d.kind == "divergence":
-        if d.value is None:
-            return "no shift of the KL would show"
-        return (f"a mean KL {d.value:.2g} nats per token above the noise floor's would be "
-                f"caught {100 * POWER:.0f}% of the time ({plural(d.items, 'item')})")
+        return _divergence(d)
     what = WHAT.get(d.kind, d.kind)
     if d.value is None:
         return f"no number of extra {what} up to all {d.items} would show"
@@ -47,6 +58,7 @@ def detectable_lines(ex: Examined) -> list[str]:
 def detectable_json(d: Detectable) -> dict[str, Any]:
     return {"kind": d.kind, "unit": d.unit, "value": d.value, "items": d.items,
             "flip_rate": d.flip_rate, "ceiling": d.ceiling, "power": POWER,
+            **({"floor": d.floor, "noise_runs": d.runs} if d.kind == "divergence" else {}),
             "summary": detectable_sentence(d)}
 
 
