@@ -16,9 +16,9 @@ to the tree under test, under a timeout (20 s unless the case needs more) and, w
 needs one, a memory or file-size ulimit. A case killed while busy (not blocked) is run once
 more with three times its timeout, so a loaded machine is not mistaken for a hang.
 
-    python bench/hostile_inputs.py --before /work/old-kveval --after .
-    python bench/hostile_inputs.py --kveval-path DIR [--kveval-path DIR ...]
-    python bench/hostile_inputs.py --after . --only T1,H5
+    python bench/hostile/inputs.py --before /work/old-kveval --after .
+    python bench/hostile/inputs.py --kveval-path DIR [--kveval-path DIR ...]
+    python bench/hostile/inputs.py --after . --only T1,H5
 
 Prints a Markdown table, one row per case and one column per tree (✓ meets the standard,
 ✗ does not), then how many cases each tree holds and the total run time.
@@ -35,10 +35,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import hostile_files as f
-import hostile_lmeval as lm
-import hostile_runs as r
-from hostile_kit import TIMEOUT_SCALE, Outcome
+import files as f
+import lmeval as lm
+import runs as r
+from kit import TIMEOUT_SCALE, Outcome
 
 Run = Callable[[Path, Path], Outcome]
 

@@ -1,4 +1,4 @@
-"""The cases of bench/hostile_inputs.py on lm-eval logs: results and samples files of the
+"""The cases of bench/hostile/inputs.py on lm-eval logs: results and samples files of the
 wrong shape, samples without a response or with two, and `model_args` holding a secret.
 Each copies tests/fixtures/lmeval's 0.4.13 log and edits the copy."""
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hostile_kit import ROOT, Outcome, first_failing, judged, kveval, leaks, read, unsaid_regression
+from kit import ROOT, Outcome, first_failing, judged, kveval, leaks, read, unsaid_regression
 
 LMEVAL = ROOT / "tests" / "fixtures" / "lmeval" / "0.4.13"
 LMEVAL_KEY = "sk-lmeval-secret-2222"
