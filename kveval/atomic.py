@@ -36,4 +36,7 @@ def write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def write_text(path: str | Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
+    """`text` (a page, a Markdown block) through the one door out (kveval/sink.py)."""
+    from kveval.sink import file_text
+
+    write_bytes(path, file_text(text).encode("utf-8"))

@@ -7,13 +7,14 @@ from typing import Any
 
 import click
 
+from kveval.cli import options
 from kveval.cli.run import ENV_ENDPOINT
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 
 
 @click.command()
-@click.option("--endpoint", envvar=ENV_ENDPOINT, metavar="URL",
+@click.option("--endpoint", envvar=ENV_ENDPOINT, metavar="URL", type=options.Endpoint(),
               help="OpenAI-compatible base URL incl. /v1 (env KVEVAL_ENDPOINT). Unset: check "
                    "the embedded llama.cpp engine as `kveval run` would start it.")
 @click.option("--model", help="Model id to check. Default: the one model /v1/models lists.")
@@ -30,8 +31,8 @@ def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
     reason) when it cannot."""
     from kveval.errors import EndpointError
     from kveval.run.check import check as probe_server
+    from kveval.run.credentials import api_key
     from kveval.run.endpoint import check_url, choose_model, probe, redact
-    from kveval.run.session import api_key
 
     if endpoint:
         check_url(endpoint)
@@ -40,8 +41,10 @@ def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
         result = probe_server(endpoint, redact(endpoint), info, chosen, api_key())
     else:
         result = _embedded(model, kv_cache_type, ctx)
-    click.echo(json.dumps(result.to_json(), indent=1, ensure_ascii=False) if as_json
-               else render(result.to_json()))
+    from kveval.sink import json_text
+
+    click.echo(json_text(json.dumps(result.to_json(), indent=1, ensure_ascii=False))
+               if as_json else render(result.to_json()))
     if result.problems:
         raise EndpointError("a rollout suite cannot run here: " + "; ".join(result.problems))
     return 0

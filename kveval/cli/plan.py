@@ -78,16 +78,16 @@ def pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,
 @options.noise_option("A run of the pilot's setup restarted (repeatable): the flip rate and "
                       "the noise floor's spread.")
 @click.option("--candidate", metavar="C", help="A pilot run of the new setup: its flips.")
-@click.option("--detect", type=click.FloatRange(min=0, min_open=True), default=2.0,
+@click.option("--detect", type=options.Finite(min=0, min_open=True), default=2.0,
               show_default=True, metavar="POINTS", help="The accuracy loss to catch.")
-@click.option("--detect-drift", type=click.FloatRange(min=0, min_open=True), default=10.0,
+@click.option("--detect-drift", type=options.Finite(min=0, min_open=True), default=10.0,
               show_default=True, metavar="POINTS",
               help="Extra changed answers to catch, in points of a task's items.")
-@click.option("--detect-kl", type=click.FloatRange(min=0, min_open=True), metavar="NATS",
+@click.option("--detect-kl", type=options.Finite(min=0, min_open=True), metavar="NATS",
               help="A KL shift per token above the noise floor to catch.")
-@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8,
+@click.option("--power", type=options.Finite(0.5, 1, max_open=True), default=0.8,
               show_default=True, help="How often the change must be caught.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--alpha", type=options.Finite(0, 1, min_open=True, max_open=True),
               default=0.05, show_default=True, help="The gate's family-wise level.")
 @options.output_options
 def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: float,

@@ -20,7 +20,7 @@ from kveval.errors import RunFileError
 from kveval.formats import lock
 from kveval.formats.limits import without_surrogates
 from kveval.formats.records import ItemRecord, RunHeader, to_json
-from kveval.masking import mask
+from kveval.sink import json_text
 
 
 class RunWriter:
@@ -58,9 +58,10 @@ class RunWriter:
 
 
 def line(record: RunHeader | ItemRecord) -> bytes:
-    """A record's line as written: the run's secrets masked (kveval/masking.py); a lone
-    surrogate a server sent (valid JSON, not UTF-8) becomes U+FFFD, so the line reads back."""
-    text = mask(to_json(record)) + "\n"
+    """A record's line as written, through the one door out (kveval/sink.py: the run's
+    secrets masked, C1 controls escaped); a lone surrogate a server sent (valid JSON, not
+    UTF-8) becomes U+FFFD, so the line reads back."""
+    text = json_text(to_json(record)) + "\n"
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
