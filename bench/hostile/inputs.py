@@ -214,7 +214,7 @@ def outputs() -> list[Case]:
         Case("O3", "`run -o` a character device `--overwrite`",
              o.onto(o.char_device, stat.S_ISCHR, o.run_to)),
         Case("O4", "`report -o` a symlink to a character device",
-             o.onto(o.link_to_device, stat.S_ISLNK, o.report_to)),
+             o.onto(o.link_to_device, stat.S_ISCHR, o.report_to)),
         Case("O5", "`report -o` a named pipe", o.onto(o.fifo_node, stat.S_ISFIFO, o.report_to)),
         Case("O6", "`gate --html` a socket", o.onto_socket),
         Case("L1", "`flock` failing with ENOLCK (`run -o`)", o.failing_lock("ENOLCK")),

@@ -49,7 +49,7 @@ def proxy(url: str) -> tuple[str, str] | None:
         return None
     proxies = urllib.request.getproxies_environment()
     found = proxies.get(parts.scheme) or proxies.get("all")
-    if not found or urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+    if not found or urllib.request.proxy_bypass(parts.hostname or ""):
         return None
     names = [f"{parts.scheme}_proxy", "all_proxy"]
     variable = next((n for name in names for n in (name, name.upper()) if os.environ.get(n)),
