@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kveval.run.client import ClientConfig, Connection, asked_k, make_client, send
+from kveval.run.client import ClientConfig, Connection, asked_k, checked, make_client, send
 from kveval.run.endpoint import ServerInfo
 from kveval.run.forcing import LACKS, Method, Probe, select
 
@@ -107,7 +107,7 @@ def _body(api: str, model: str, k: int = 0) -> dict[str, Any]:
 
 
 async def _api(conn: Connection, api: str, model: str) -> str | None:
-    reply = await send(conn, _body(api, model))
+    reply = checked(await send(conn, _body(api, model)))
     if reply.error is not None:
         return reply.error
     return None if reply.text is not None else "the answer held no text"
@@ -118,7 +118,7 @@ async def _max_k(conn: Connection, api: str, model: str) -> int | None:
     best = None
     for k in LADDER:
         body = _body(api, model, k)
-        reply = await send(conn, body)
+        reply = checked(await send(conn, body))
         lp = reply.logprobs
         if reply.error or not lp or not lp["top_tokens"] or len(lp["top_tokens"][0]) < asked_k(
                 body):
@@ -128,12 +128,13 @@ async def _max_k(conn: Connection, api: str, model: str) -> int | None:
 
 
 async def _forced(conn: Connection, method: Method, base_url: str, model: str) -> str | None:
-    """One tiny completions item forced by the method; None when it works, else why not."""
+    """One tiny completions item forced by the method; None when it works (a run by it
+    would keep the reply: client.checked), else why not."""
     from kveval.run.teacher import Context, plan_forced
 
     run = _tiny_run(model)
     ctx = Context(method, base_url, model, 5)
-    reply = await plan_forced(run, ctx).jobs[0].forced.probe(conn)
+    reply = checked(await plan_forced(run, ctx).jobs[0].forced.probe(conn))
     if reply.error is None and reply.logprobs and reply.logprobs["tokens"]:
         return None
     why = reply.error or "the reply held no log-probabilities"

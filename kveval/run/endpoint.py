@@ -19,6 +19,7 @@ from kveval.run.http import fetch
 from kveval.safe import redact_url
 
 PROBE_TIMEOUT_S = 3.0  # each best-effort probe, whole answer included
+MAX_CONTEXT = 1 << 24  # tokens: a context size a server reports above it is not believed
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -46,8 +47,9 @@ def _table(value: Any) -> dict[str, Any]:
 
 
 def _tokens(value: Any) -> int | None:
-    """A context size: a positive integer (a bool is not one); else None."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    """A context size: a positive integer (a bool is not one) up to MAX_CONTEXT; else None
+    (a server's figure is bounded before anything is sized by it)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_CONTEXT
     return int(value) if ok else None
 
 

@@ -14,7 +14,15 @@ from kveval.adapters.base import Item, TaskSpec
 from kveval.errors import Interrupted
 from kveval.formats.records import ItemRecord
 from kveval.formats.writer import RunWriter
-from kveval.run.client import ClientConfig, Connection, Reply, build_request, make_client, send
+from kveval.run.client import (
+    ClientConfig,
+    Connection,
+    Reply,
+    build_request,
+    checked,
+    make_client,
+    send,
+)
 from kveval.run.interrupt import terminated
 
 Before = Callable[[Connection], Awaitable[None]]
@@ -38,8 +46,10 @@ def plan(specs_items: Sequence[tuple[TaskSpec, Sequence[Item]]], model: str, see
 
 
 def to_record(job: Job, reply: Reply) -> ItemRecord:
-    """Pure: the record of one answered (or failed) job, scored by its adapter."""
+    """Pure: the record of one answered (or failed) job, scored by its adapter; a reply the
+    reader would refuse is an error record (client.checked)."""
     item = job.item
+    reply = checked(reply)
     common: dict[str, Any] = {
         "task": item.task,
         "item_id": item.item_id,
