@@ -297,10 +297,11 @@ def quoted_commands(tree: Path, folder: Path) -> Outcome:
                       [item(i, correct=i % 4 != 1, output=f"#### {i}x") for i in range(30)])
     r = kveval(tree, folder, "plan", base, "--noise", noise)
     lines = [line.strip() for line in r.out.splitlines() if line.strip().startswith("kveval run")]
-    bad = [line for line in lines if str(folder / name) not in _words(line)
-           and name not in _words(line)]
+    named = [line for line in lines if {str(folder / name), name} & set(_words(line))]
+    torn = [line for line in lines if {"my", "$(touch", "owned).jsonl"} & set(_words(line))]
     problems = [None if lines else "no command printed",
-                f"not shell-quoted: {bad[0][:60]}" if bad else None]
+                f"not shell-quoted: {torn[0][:70]}" if torn else None,
+                None if named or torn else "no command names the pilot"]
     return judged(r, (0,), *problems)
 
 

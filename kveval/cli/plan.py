@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,12 +19,21 @@ if TYPE_CHECKING:
 GSM8K_SPLITS = {"test": 1319, "train": 7473}
 
 
-def _lines(path: Path) -> int | None:
+def _lines(path: Path, pilot: str) -> int | None:
+    """The non-blank lines of a data file the pilot's header names: read as every path is
+    (a regular file within the cap, formats/limits.py); None when it is not there."""
+    from kveval.errors import DataError, KvevalError
+    from kveval.formats import limits
+
     try:
-        with path.open(encoding="utf-8") as fh:
-            return sum(bool(line.strip()) for line in fh)
-    except (OSError, UnicodeDecodeError):
+        data = limits.read_whole(path, error=DataError)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except KvevalError as exc:
+        raise DataError(f"{pilot}: the data its header names: {exc}") from None
+    except OSError:
+        return None
+    return sum(bool(line.strip()) for line in data.splitlines())
 
 
 def available(base: Side) -> dict[str, int | None]:
@@ -33,10 +44,10 @@ def available(base: Side) -> dict[str, int | None]:
         name, data = spec.get("name"), spec.get("data")
         split = (spec.get("params") or {}).get("split", "test")
         if spec.get("adapter") == "gsm8k":
-            own = _lines(Path(data) / f"{split}.jsonl") if data else None
+            own = _lines(Path(data) / f"{split}.jsonl", base.path) if data else None
             found[str(name)] = own or GSM8K_SPLITS.get(split)
         elif spec.get("adapter") == "prompts" and data:
-            found[str(name)] = _lines(Path(data))
+            found[str(name)] = _lines(Path(data), base.path)
         else:
             found[str(name)] = None
     return found
@@ -50,14 +61,15 @@ def grow_commands(result: Plan, base: Side, noises: list[Side], cand: Side | Non
     pilot = max((p.items for p in result.tasks if p.kind == "accuracy"), default=0)
     size = max(sizes, default=0)
     runs = [base, *noises, *([cand] if cand else [])]
-    found = ([f"kveval run --resume -o {r.path} --limit {size}" for r in runs]
-             if size > pilot else [])
+    found = ([shlex.join(["kveval", "run", "--resume", "-o", r.path, "--limit", str(size)])
+              for r in runs] if size > pilot else [])
     wanted = max((p.noise_runs_needed or 0 for p in result.tasks), default=0)
-    limit = f" --limit {size}" if size > pilot else ""
+    limit = ["--limit", str(size)] if size > pilot else []
     for k in range(len(noises) + 1, wanted + 1):
-        out = Path(base.path).with_name(f"{base.label}-noise{k}.jsonl")
-        found.append(f"kveval run --like {base.path} --order shuffle --label "
-                     f"{base.label}-noise{k} -o {out}{limit}")
+        label = f"{re.sub(r'[^A-Za-z0-9._-]+', '_', base.label) or 'pilot'}-noise{k}"
+        out = Path(base.path).with_name(f"{label}.jsonl")
+        found.append(shlex.join(["kveval", "run", "--like", base.path, "--order", "shuffle",
+                                 "--label", label, "-o", str(out), *limit]))
     return found
 
 
