@@ -24,7 +24,7 @@ from kveval.cli.run import run, tasks
 from kveval.cli.verdicts import compare, gate, score
 from kveval.errors import EXIT_INPUT, Interrupted, KvevalError
 from kveval.masking import forget, from_environment, register_secrets
-from kveval.run.interrupt import terminated
+from kveval.run.interrupt import exit_code, how, signals_as_interrupt
 from kveval.safe import one_line
 from kveval.sink import installed
 
@@ -53,7 +53,7 @@ for command in (run, tasks, check, plan, compare, score, gate, report, demo):
 def main(argv: list[str] | None = None) -> None:
     register_secrets(from_environment(os.environ))
     try:
-        with installed():
+        with installed(), signals_as_interrupt():
             code = _command(argv)
     finally:
         forget()
@@ -70,8 +70,8 @@ def _command(argv: list[str] | None) -> int:
         click.echo(f"kveval: {kind}{one_line(str(exc))}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
-        click.echo("kveval: interrupted", err=True)
-        return 143 if terminated() else 130
+        click.echo(f"kveval: interrupted ({how()}); nothing half-written was left", err=True)
+        return exit_code()
     except click.ClickException as exc:  # a usage error: one line, and where help is
         ctx = getattr(exc, "ctx", None)
         where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""

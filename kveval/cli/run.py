@@ -95,12 +95,10 @@ def run(**options: object) -> int:
     Exit codes: 0 every item answered; 1 some items failed (--resume retries them);
     2 bad input or an endpoint that cannot serve the run.
     """
-    from kveval.run.interrupt import sigterm_as_interrupt
     from kveval.run.options import RunOptions
     from kveval.run.session import run_session
 
-    with sigterm_as_interrupt():
-        return run_session(RunOptions.from_cli(options))
+    return run_session(RunOptions.from_cli(options))
 
 
 @click.command()

@@ -23,7 +23,7 @@ from kveval.run.client import (
     make_client,
     send,
 )
-from kveval.run.interrupt import terminated
+from kveval.run.interrupt import exit_code, how
 
 Before = Callable[[Connection], Awaitable[None]]
 
@@ -149,11 +149,10 @@ def _run(sending: Coroutine[Any, Any, None], state: dict[str, Any]) -> None:
 
 def interrupted(writer: RunWriter | None) -> Interrupted:
     """What a stopped run leaves: how many items its file holds, and how to go on."""
-    how = "SIGTERM" if terminated() else "Ctrl-C"
     if writer is None:
-        return Interrupted(f"interrupted ({how}) before the run file was written; nothing "
-                           "on file changed", 143 if terminated() else 130)
-    return Interrupted(f"interrupted ({how}); {writer.path} is valid and holds "
+        return Interrupted(f"interrupted ({how()}) before the run file was written; nothing "
+                           "on file changed", exit_code())
+    return Interrupted(f"interrupted ({how()}); {writer.path} is valid and holds "
                        f"{writer.count} item(s); `kveval run ... --resume` continues it",
-                       143 if terminated() else 130)
+                       exit_code())
 
