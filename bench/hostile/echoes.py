@@ -210,7 +210,7 @@ def proxy_told(tree: Path, folder: Path) -> Outcome:
         env = {"KVEVAL_API_KEY": KEY, "http_proxy": proxy.origin, "no_proxy": ""}
         r = kveval(tree, folder, "check", "--endpoint", server.base_url, env=env)
         seen = sum("authorization" in s["headers"] for s in proxy.seen)
-    said = "proxy" in r.out.lower()
+    said = "proxy" in (r.out + r.err).lower()
     note = f"the proxy saw the key in {seen} request(s)"
     return judged(r, (0, 2), None if said or not seen else "does not say the proxy sees the key",
                   leaks(key_forms(), {"stdout": r.out, "stderr": r.err}), note=note)

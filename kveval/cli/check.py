@@ -36,7 +36,7 @@ def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
 
     if endpoint:
         check_url(endpoint)
-        info = probe(endpoint, api_key())
+        info = _probed(probe, endpoint, api_key())
         chosen = _chosen(choose_model, model, info.model_ids)
         result = probe_server(endpoint, redact(endpoint), info, chosen, api_key())
     else:
@@ -48,6 +48,21 @@ def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
     if result.problems:
         raise EndpointError("a rollout suite cannot run here: " + "; ".join(result.problems))
     return 0
+
+
+def _probed(probe: Any, endpoint: str, key: str | None) -> Any:
+    """The model list and fingerprint; a failure says so, and through which proxy (that
+    proxy saw the request, and the key with it)."""
+    from kveval.errors import EndpointError
+    from kveval.run.check import through_proxy
+
+    try:
+        return probe(endpoint, key)
+    except EndpointError as exc:
+        found = through_proxy(endpoint, key)
+        if found is None:
+            raise
+        raise EndpointError(f"{exc} (through the proxy {_proxy(found)})") from None
 
 
 def _chosen(choose: Any, model: str | None, ids: list[str]) -> str | None:
@@ -87,6 +102,14 @@ def _cell(value: Any) -> str:
     return one_line(str(value))
 
 
+def _proxy(found: dict[str, Any] | None) -> str:
+    if not found:
+        return "none: requests go to the endpoint directly"
+    sees = ("the API key and the URL's credentials with them" if found["receives_credentials"]
+            else "no credentials: none are set")
+    return f"{found['url']} ({found['variable']}): every request passes it, {sees}"
+
+
 def render(data: dict[str, Any]) -> str:
     """The table: one line per finding; every server string stripped for the terminal."""
     apis = {api: "works" if why is None else f"fails: {why}" for api, why in data["apis"].items()}
@@ -101,6 +124,7 @@ def render(data: dict[str, Any]) -> str:
         ("tokenizer", data["endpoints"].get("tokenizer")),
         ("chat template", data["endpoints"].get("chat_template")),
         ("state with --setup", data["setup_to_state"]),
+        ("proxy", _proxy(data.get("proxy"))),
         ("verdict", "a rollout suite can run" if data["runnable"] else
          "cannot run: " + "; ".join(data["problems"])),
         ("took", f"{data['seconds']:.1f} s"),

@@ -39,6 +39,7 @@ class Check:
     endpoints: dict[str, str | None] = field(default_factory=dict)  # tokenizer, chat template
     setup_to_state: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    proxy: dict[str, Any] | None = None  # the proxy every request passes, and what it sees
 
     @property
     def problems(self) -> list[str]:
@@ -53,7 +54,7 @@ class Check:
                 "max_logprobs": self.max_logprobs, "teacher_force": self.teacher_force,
                 "endpoints": self.endpoints, "setup_to_state": self.setup_to_state,
                 "runnable": not self.problems, "problems": self.problems,
-                "seconds": round(self.seconds, 2)}
+                "seconds": round(self.seconds, 2), "proxy": self.proxy}
 
 
 def summary(info: ServerInfo, model: str | None) -> dict[str, Any]:
@@ -166,14 +167,28 @@ async def _probe_all(config: ClientConfig, model: str, method: Method) -> dict[s
     return {"apis": apis, "max_logprobs": ks, "forced": forced}
 
 
+def through_proxy(base_url: str, api_key: str | None) -> dict[str, Any] | None:
+    """The proxy the environment sends every request through, and whether it receives the
+    credentials (the key, the URL's user:password): it sees them as the server does."""
+    from kveval.masking import url_secrets
+    from kveval.run.credentials import proxy
+
+    found = proxy(base_url)
+    if found is None:
+        return None
+    return {"url": found[0], "variable": found[1],
+            "receives_credentials": bool(api_key or url_secrets(base_url))}
+
+
 def check(base_url: str, label: str, info: ServerInfo, model: str | None,
           api_key: str | None, embedded: bool = False) -> Check:
     """Probe the server (already listed by `probe`); every request within CHECK_TIMEOUT_S."""
     started = time.perf_counter()
     found = summary(info, model)
+    proxy = None if embedded else through_proxy(base_url, api_key)
     if model is None:
         return Check(label, info.model_ids, None, found,
-                     setup_to_state=setup_keys(found, embedded))
+                     setup_to_state=setup_keys(found, embedded), proxy=proxy)
     method = select(Probe(base_url, model, api_key), info.fingerprint, embedded)
     if "engine" not in found and not method.server.startswith("unknown"):
         found["engine"] = method.server
@@ -185,7 +200,8 @@ def check(base_url: str, label: str, info: ServerInfo, model: str | None,
               "why_not": seen["forced"]}
     endpoints = {"tokenizer": _tokenizer(method, embedded), "chat_template": method.template}
     return Check(label, info.model_ids, model, found, seen["apis"], seen["max_logprobs"],
-                 forced, endpoints, setup_keys(found, embedded), time.perf_counter() - started)
+                 forced, endpoints, setup_keys(found, embedded), time.perf_counter() - started,
+                 proxy)
 
 
 def _tokenizer(method: Method, embedded: bool) -> str | None:
