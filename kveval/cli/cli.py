@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 import click
 
@@ -79,6 +80,9 @@ def _command(argv: list[str] | None) -> int:
         return exc.exit_code if exc.exit_code else EXIT_INPUT
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except Exception:  # a fault of kveval's own: its traceback, through the Door too
+        traceback.print_exc()
+        return 1
     return code if isinstance(code, int) else 0
 
 

@@ -24,6 +24,7 @@ from kveval.run.client import (
     send,
 )
 from kveval.run.interrupt import exit_code, how
+from kveval.safe import one_line
 
 Before = Callable[[Connection], Awaitable[None]]
 
@@ -124,7 +125,7 @@ def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
             if "writer" not in state:
                 state["writer"] = stack.enter_context(open_writer())
                 state["bar"] = stack.enter_context(tqdm(
-                    total=len(jobs), desc=description, unit="req", file=sys.stderr,
+                    total=len(jobs), desc=one_line(description), unit="req", file=sys.stderr,
                     dynamic_ncols=True, mininterval=0.25))
             state["writer"].append(record)
             done.append(record)
