@@ -217,6 +217,8 @@ def outputs() -> list[Case]:
              o.onto(o.link_to_device, stat.S_ISCHR, o.report_to)),
         Case("O5", "`report -o` a named pipe", o.onto(o.fifo_node, stat.S_ISFIFO, o.report_to)),
         Case("O6", "`gate --html` a socket", o.onto_socket),
+        Case("O7", "`run -o` a socket `--overwrite`", o.onto(o.bound_socket, stat.S_ISSOCK,
+                                                            o.run_to)),
         Case("L1", "`flock` failing with ENOLCK (`run -o`)", o.failing_lock("ENOLCK")),
         Case("L2", "`flock` failing with EOPNOTSUPP (`run -o`)", o.failing_lock("EOPNOTSUPP")),
     ]

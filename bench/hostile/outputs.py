@@ -65,6 +65,13 @@ def socket_node(folder: Path) -> tuple[Path, socket.socket]:
     return folder / "sock.html", sock
 
 
+def bound_socket(folder: Path) -> Path:
+    """A socket's node left where a socket was bound (the run's output, say)."""
+    path, sock = socket_node(folder)
+    sock.close()
+    return path
+
+
 def still(path: Path, test: Callable[[int], bool]) -> str | None:
     try:
         mode = os.lstat(path).st_mode

@@ -17,6 +17,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from kveval.atomic import NotRegular, regular_target
 from kveval.errors import RunFileError
 
 BUSY = ("another kveval run is writing it; let that run end (or stop it), or write "
@@ -50,7 +51,12 @@ def _same_file(fd: int, path: Path) -> bool:
 @contextlib.contextmanager
 def held(target: Path, shown: str | Path) -> Iterator[None]:
     """The lock of the file at `target` (if one is there), held while it is replaced; a
-    file another writer holds, or replaced while this one waited, is RunFileError."""
+    file another writer holds, or replaced while this one waited, or no regular file at all
+    (a device, a socket: atomic.regular_target), is RunFileError."""
+    try:
+        regular_target(target)
+    except NotRegular as exc:
+        raise RunFileError(f"{shown}: {exc}") from None
     try:
         fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (FileNotFoundError, PermissionError):  # nothing there, or nothing kveval wrote
