@@ -69,11 +69,11 @@ class Door:
         return getattr(self.inner, "errors", None)
 
     def write(self, text: str) -> int:
-        text = self._tail + text
-        end = max(text.rfind("\n"), text.rfind("\r")) + 1
-        self._tail = text[end:]
+        held = self._tail + text
+        end = max(held.rfind("\n"), held.rfind("\r")) + 1
+        self._tail = held[end:]
         if end:
-            self.inner.write(lines(text[:end]))
+            self.inner.write(lines(held[:end]))
         return len(text)
 
     def flush(self) -> None:

@@ -197,4 +197,6 @@ CASES: list[tuple[str, str, Callable[[Path, Path], Outcome]]] = [
      checked_case(llama_server, "/completion", llama_extra)),
     ("D12", "llama-server `/props` with `total_slots = 10**9`",
      forced_case(llama_server, "/completion", lambda reply: reply, False, slots=10**9)),
+    ("D13", "vLLM `/tokenize` answering 100,000-deep JSON (found by the fuzz suite)",
+     forced_case(vllm, "/tokenize", lambda reply: b"[" * 100_000 + b"]" * 100_000)),
 ]

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from kveval.errors import EndpointError, UsageError
 from kveval.formats.limits import writable
-from kveval.run.http import TooLarge, fetch
+from kveval.run.http import TooLarge, fetch, parsed
 from kveval.safe import redact_url
 
 PROBE_TIMEOUT_S = 3.0  # each best-effort probe, whole answer included
@@ -149,8 +149,8 @@ def _body_or_none(root: str, path: str, api_key: str | None) -> bytes | None:
 def _json_or_none(root: str, path: str, api_key: str | None) -> Any:
     body = _body_or_none(root, path, api_key)
     try:
-        return json.loads(body) if body is not None else None
-    except (ValueError, RecursionError):
+        return parsed(body) if body is not None else None
+    except ValueError:
         return None
 
 

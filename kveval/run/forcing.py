@@ -23,13 +23,12 @@ baseline's tokens; chat items are rendered by the server's own template (llama-s
 
 from __future__ import annotations
 
-import json
 import urllib.error
 from dataclasses import dataclass
 from typing import Any
 
 from kveval.run.endpoint import server_root
-from kveval.run.http import fetch
+from kveval.run.http import fetch, parsed
 
 PROBE_TIMEOUT_S = 5.0
 MAX_SLOTS = 4096  # the largest --concurrency: more slots than requests in flight do nothing
@@ -72,7 +71,7 @@ class Probe:
         try:
             status, answer = fetch(server_root(self.base_url) + path, self.api_key,
                                    self.timeout, body=body)
-            return json.loads(answer) if status == 200 else None
+            return parsed(answer) if status == 200 else None
         except (urllib.error.URLError, OSError, ValueError):
             return None
 

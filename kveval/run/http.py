@@ -78,6 +78,22 @@ def _read(request: urllib.request.Request, timeout: float, deadline: float,
         return exc.code, b""
 
 
+def parsed(body: bytes) -> Any:
+    """A plain request's JSON answer; ValueError for one that is not JSON or nests past the
+    cap on what kveval reads (formats/limits.py), never a RecursionError."""
+    from kveval.formats.limits import DEPTH_MESSAGE, too_deep
+
+    try:
+        value = json.loads(body)
+    except ValueError:  # not JSON, not UTF-8
+        raise ValueError("the answer is not JSON") from None
+    except RecursionError:
+        raise ValueError(f"the answer is {DEPTH_MESSAGE}") from None
+    if too_deep(value):
+        raise ValueError(f"the answer is {DEPTH_MESSAGE}")
+    return value
+
+
 def fetch(url: str, api_key: str | None, timeout: float,
           body: dict[str, Any] | None = None, cap: int = MAX_REPLY_BYTES) -> tuple[int, bytes]:
     """GET `url` (POST `body` as JSON when given) -> (status, body), all within `timeout`

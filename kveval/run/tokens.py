@@ -36,7 +36,7 @@ from kveval.run.calibration import (
     roles_of,
 )
 from kveval.run.endpoint import server_root
-from kveval.run.http import fetch
+from kveval.run.http import fetch, parsed
 from kveval.safe import redact_url
 
 CHAT_PROBE_TIMEOUT_S = 600.0  # a probe request may prefill a whole long prompt
@@ -56,9 +56,9 @@ def _post(url: str, body: dict[str, Any], api_key: str | None, timeout: float) -
     if status != 200:
         raise Unavailable(f"{redact_url(url)}: HTTP {status}")
     try:
-        return json.loads(answer)
-    except ValueError:
-        raise Unavailable(f"{redact_url(url)}: the answer is not JSON") from None
+        return parsed(answer)
+    except ValueError as exc:
+        raise Unavailable(f"{redact_url(url)}: {exc}") from None
 
 
 @dataclass(frozen=True)
