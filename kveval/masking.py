@@ -28,6 +28,9 @@ from urllib.parse import quote, quote_plus, unquote, urlsplit
 MASK = "***"
 MIN_LENGTH = 4  # shorter strings are ordinary words; masking them would garble text
 MIN_BASE64 = 8  # a base64 run shorter than this is too likely to occur by chance
+# An API key shorter than this is a placeholder a server that checks no key is given
+# (EMPTY, none, dummy): masking it would turn every "none" of a table into ***.
+MIN_KEY = 8
 # Key names whose values are secrets: api_key, api-key, X-Api-Key, accessToken, token,
 # password, passphrase, key, Authorization, ... (tokenizer, max_tokens, detokenize are not)
 SECRET_NAME = re.compile(r"(?i)(api[_-]?key|(private|access|secret)[_-]?key|[a-z]token($|[_.-])|"
@@ -145,10 +148,15 @@ def url_secrets(url: str | None) -> list[str]:
     return found
 
 
+def key_secrets(key: str | None) -> list[str]:
+    """An API key as a secret to register: none for a placeholder shorter than MIN_KEY."""
+    return [key] if key and len(key) >= MIN_KEY else []
+
+
 def from_environment(environ: Mapping[str, str]) -> list[str]:
     """The secrets the environment holds: the API keys kveval and its libraries read, and
     the credentials of the endpoint's and the proxies' URLs."""
-    found = [environ[name] for name in KEY_VARIABLES if environ.get(name)]
+    found = [s for name in KEY_VARIABLES for s in key_secrets(environ.get(name))]
     for name in URL_VARIABLES:
         found += url_secrets(environ.get(name))
     return found

@@ -179,7 +179,20 @@ def test_every_command_registers_the_environments_secrets_at_start_up(
         capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """A key nothing sends still cannot be printed: `compare` of a file quoting it."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-sent-31337")
-    run = tmp_path / "a.json"
-    run.write_text(json.dumps(["answer sk-never-sent-31337", "b"]))
-    code, out, err = kveval(capsys, "compare", str(run), str(run), "--show", "2")
-    assert code == 0 and "sk-never-sent" not in out + err
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(["answer sk-never-sent-31337 one", "b"]))
+    b.write_text(json.dumps(["answer sk-never-sent-31337 two", "c"]))
+    code, out, err = kveval(capsys, "compare", str(a), str(b), "--show", "2")
+    assert code == 0 and "answer *** one" in out and "sk-never-sent" not in out + err
+
+
+def test_a_placeholder_key_is_not_a_secret(capsys: Any, monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Any) -> None:
+    """OPENAI_API_KEY=none (what a server that checks no key is given) masks no word."""
+    assert masking.from_environment({"OPENAI_API_KEY": "none", "KVEVAL_API_KEY": "EMPTY"}) == []
+    monkeypatch.setenv("OPENAI_API_KEY", "none")
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(["none of them", "b"]))
+    b.write_text(json.dumps(["none at all", "c"]))
+    code, out, _ = kveval(capsys, "compare", str(a), str(b), "--show", "2")
+    assert code == 0 and "none of them" in out and "***" not in out

@@ -267,7 +267,8 @@ def replayed(opts: RunOptions, old: Run | None) -> RunOptions:
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
     # registered at start-up (cli.main, the --endpoint option) too; here for every caller
-    masking.register_secrets([api_key() or "", *masking.url_secrets(opts.endpoint)])
+    masking.register_secrets([*masking.key_secrets(api_key()),
+                              *masking.url_secrets(opts.endpoint)])
     if opts.teacher_force:
         return run_forced(opts, started)
     old = existing_run(opts.output, opts.resume, opts.overwrite)
