@@ -228,7 +228,8 @@ def mask(text: str, secrets: Iterable[str] | None = None) -> str:
     for secret in registered() if secrets is None else secrets:
         if secret and len(secret) >= MIN_LENGTH and secret in text:
             text = text.replace(secret, MASK)
-    if secrets is None and _patterns and _ENCODED.search(text):
+    if (secrets is None and _patterns and ("%" in text or "\\u" in text)
+            and _ENCODED.search(text)):
         for found in _patterns.values():
             text = found.sub(MASK, text)
     return text

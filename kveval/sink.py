@@ -31,7 +31,9 @@ _FILE_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 def json_text(text: str) -> str:
     """JSON text as it leaves kveval: no raw DEL, C1 or line separator, secrets masked."""
-    return masking.mask(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+    if not text.isascii():  # the usual line is ASCII: no regex pass over it
+        text = _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return masking.mask(text)
 
 
 def file_text(text: str) -> str:
