@@ -141,3 +141,12 @@ def test_a_context_size_past_the_bound_is_not_believed() -> None:
     info = ServerInfo([{"id": "m", "max_model_len": 10**18}], {"props": {"n_ctx": MAX_CONTEXT}})
     assert info.max_context("m") == MAX_CONTEXT
     assert ServerInfo([{"id": "m", "max_model_len": 10**18}], {}).max_context("m") is None
+
+
+def test_a_token_count_past_the_bound_is_not_believed() -> None:
+    from kveval.run.tokens import Unavailable, _bounded
+
+    assert _bounded(512, "no count") == 512
+    for bad in (0, -5, True, "12", 10**18):
+        with pytest.raises(Unavailable):
+            _bounded(bad, "no count")
