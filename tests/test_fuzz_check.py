@@ -74,7 +74,7 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KVEVAL_API_KEY", SECRET)
 
 
-@settings(max_examples=max(5, settings.default.max_examples // 2))
+@settings(max_examples=max(5, settings.default.max_examples // 4))
 @given(models=model_lists(), gets=GETS, reply=completions(), posts=POSTS,
        how=st.sampled_from(["raw", "url", "base64", "json"]), password=st.booleans(),
        as_json=st.booleans())
@@ -119,7 +119,7 @@ def pilot_data(folder: Path, kind: str | None) -> str | None:
     return kind
 
 
-@settings(max_examples=max(5, settings.default.max_examples // 2))
+@settings(max_examples=max(5, settings.default.max_examples // 4))
 @given(changes=changes_in("fields"), flags=PLAN_FLAGS, data=DATA,
        with_noise=st.booleans(), as_json=st.booleans(), label=text_values())
 def test_fuzz_plan(capsys: Any, changes: list[Any], flags: list[tuple[str, str]],
