@@ -1,15 +1,19 @@
-"""Secrets masked in every form a server can echo them, before anything is printed or written.
+"""Secrets masked in every form a server or a proxy can echo them, before anything is printed
+or written.
 
 A key is sent as `Authorization: Bearer KEY`; credentials written into the URL
 (`http://user:PASSWORD@host/v1`) as `Authorization: Basic BASE64(user:PASSWORD)`. A server
-may quote either header back, decoded or not, in an error message, a model id or an answer:
-`forms` lists every one of those spellings (and how JSON writes each), and `mask` replaces
-them all by `***`.
+may quote either back, decoded or not, in an error message, a model id or an answer, and
+spell it as it likes: `family` lists the literal spellings of one secret (raw, as JSON writes
+it, URL-, form- and percent-encoded in either case, base64 of any text holding it at any of
+the three alignments, so base64 of the whole `Bearer ...` header too), and a pattern per
+secret catches the spellings no list can hold (each character raw, %XX in either case, or a
+JSON \\uXXXX escape, mixed as a writer pleases).
 
-The secrets of the run in progress are registered once (`register`); the two edges where
-text leaves kveval, the command line's error line and the run file's lines, mask through
-`mask`. Values read from files whose key names a secret (lm-eval's `model_args`, with
-`api_key=...`) are masked by name (`mask_named`). No kveval imports: every part may use it.
+Every command registers the secrets it can know of at start-up (`from_environment`, the
+`--endpoint` option) and whatever it reads that names one (`named_secrets`: lm-eval's
+`model_args`); `kveval/sink.py`, the one door out, masks through `mask`. No kveval imports:
+every part may use it.
 """
 
 from __future__ import annotations
@@ -19,21 +23,115 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 MASK = "***"
 MIN_LENGTH = 4  # shorter strings are ordinary words; masking them would garble text
-# Key names whose values are secrets: api_key, api-key, token, password, secret, ...
-# (tokenizer, max_tokens and tokenized_requests are not secrets)
-SECRET_NAME = re.compile(r"(?i)(api[_-]?key|(private|access|secret)[_-]?key|(^|[_.-])(token|"
-                         r"secret|password|passwd|pwd|credentials?|authorization|auth|bearer)"
-                         r"($|[_.-]))")
+MIN_BASE64 = 8  # a base64 run shorter than this is too likely to occur by chance
+# An API key shorter than this is a placeholder a server that checks no key is given
+# (EMPTY, none, dummy): masking it would turn every "none" of a table into ***.
+MIN_KEY = 8
+# Key names whose values are secrets: api_key, api-key, X-Api-Key, accessToken, token,
+# password, passphrase, key, Authorization, ... (tokenizer, max_tokens, detokenize are not)
+SECRET_NAME = re.compile(r"(?i)(api[_-]?key|(private|access|secret)[_-]?key|[a-z]token($|[_.-])|"
+                         r"(^|[_.-])(token|secret|password|passwd|passphrase|pwd|credentials?|"
+                         r"authorization|auth|bearer|key|cookie)($|[_.-]))")
+# Values that are credentials whatever their key's name: an Authorization header, an OpenAI,
+# Hugging Face, GitHub, GitLab, Slack or AWS key, a JSON web token.
+CREDENTIAL = re.compile(r"(?i)\b(bearer|basic|token)\s+[\w.~+/=-]{8,}|\b(sk|pk|rk)-[\w-]{8,}|"
+                        r"\bhf_[a-z0-9]{16,}|\bgh[pousr]_[a-z0-9]{20,}|\bgithub_pat_\w{20,}|"
+                        r"\bglpat-[\w-]{16,}|\bxox[abposr]-[\w-]{8,}|\bAKIA[0-9A-Z]{16}\b|"
+                        r"\beyJ[\w-]{8,}\.[\w-]{8,}\.")
+# The variables kveval or the libraries it runs read credentials from.
+KEY_VARIABLES = ("KVEVAL_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+URL_VARIABLES = ("KVEVAL_ENDPOINT", "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
+                 "HTTPS_PROXY", "ALL_PROXY")
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+_ENCODED = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")  # where a pattern can match
 
 _registered: set[str] = set()
+_patterns: dict[str, re.Pattern[str]] = {}
+_sorted: list[tuple[str, ...]] = [()]
 
 
-def _url_credentials(url: str | None) -> list[str]:
-    """The password as written in the URL and decoded, `user:password`, and its base64."""
+# ---------------------------------------------------------------- the spellings of a secret
+
+
+def _lower_hex(text: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), text)
+
+
+def _url_spellings(secret: str) -> list[str]:
+    found = [quote(secret, safe=""), quote(secret), quote_plus(secret, safe=""),
+             quote_plus(secret), secret.replace(" ", "+"),
+             "".join(f"%{b:02X}" for b in secret.encode("utf-8", "surrogatepass"))]
+    return found + [_lower_hex(s) for s in found]
+
+
+def _json_spellings(secret: str) -> list[str]:
+    return [json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]]
+
+
+def _base64_spellings(data: bytes) -> list[str]:
+    """base64 of `data` itself, and the part of it that any text holding `data` at any of
+    the three byte alignments encodes alike (so base64 of `Bearer KEY` is caught too), in
+    the standard and the URL-safe alphabets."""
+    whole = base64.b64encode(data).decode("ascii")
+    found = [whole, whole.rstrip("=")]
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + data).decode("ascii")
+        first, last = (shift + 2) // 3, (shift + len(data)) // 3
+        found.append(encoded[4 * first: 4 * last])
+    found += [s.replace("+", "-").replace("/", "_") for s in found]
+    return [s for s in found if len(s) >= MIN_BASE64]
+
+
+def _pieces(secret: str) -> list[str]:
+    """A secret holding a line break or a control character (refused as a header, but quoted
+    by whatever tried to send it): each part on its own too."""
+    parts = [p for p in _BREAKS.split(secret) if p]
+    return parts if parts != [secret] else []
+
+
+def family(secret: str) -> list[str]:
+    """Every literal spelling of one secret, longest first."""
+    raw = [secret, *_pieces(secret)]
+    found = set(raw)
+    for s in raw:
+        found.update(_json_spellings(s))
+        found.update(_url_spellings(s))
+        found.update(_base64_spellings(s.encode("utf-8", "surrogatepass")))
+    return sorted((s for s in found if len(s) >= MIN_LENGTH), key=lambda s: (-len(s), s))
+
+
+def _char_pattern(char: str) -> str:
+    """One character raw, percent-encoded (either case), form-encoded, or JSON-escaped."""
+    def hexed(value: int, width: int) -> str:
+        return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d
+                       for d in f"{value:0{width}X}")
+
+    data = char.encode("utf-8", "surrogatepass")
+    units = char.encode("utf-16-be", "surrogatepass")
+    ways = [re.escape(char), "".join("%" + hexed(b, 2) for b in data),
+            "".join(r"\\u" + hexed(int.from_bytes(units[i:i + 2], "big"), 4)
+                    for i in range(0, len(units), 2)),
+            re.escape(json.dumps(char)[1:-1])]
+    if char == " ":
+        ways.append(r"\+")
+    return "(?:" + "|".join(dict.fromkeys(ways)) + ")"
+
+
+def pattern(secret: str) -> re.Pattern[str]:
+    """Every mix of the per-character spellings of `secret`."""
+    return re.compile("".join(_char_pattern(c) for c in secret))
+
+
+# ---------------------------------------------------------------- where secrets come from
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The credentials of a URL: the password as written and decoded, `user:password`, and
+    its base64 (the Basic header's value)."""
     if not url:
         return []
     try:
@@ -44,52 +142,105 @@ def _url_credentials(url: str | None) -> list[str]:
     if user is None and password is None:
         return []
     pair = f"{unquote(user or '')}:{unquote(password or '')}"
-    encoded = base64.b64encode(pair.encode("utf-8")).decode("ascii")
-    found = [pair, encoded, encoded.rstrip("=")]
+    found = [pair, base64.b64encode(pair.encode("utf-8")).decode("ascii")]
     if password:
         found += [password, unquote(password)]
     return found
 
 
-def _spellings(secret: str) -> list[str]:
-    """The secret, and how a JSON writer spells it (escaped quotes, \\uXXXX for non-ASCII)."""
-    return [secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]]
+def key_secrets(key: str | None) -> list[str]:
+    """An API key as a secret to register: none for a placeholder shorter than MIN_KEY."""
+    return [key] if key and len(key) >= MIN_KEY else []
+
+
+def from_environment(environ: Mapping[str, str]) -> list[str]:
+    """The secrets the environment holds: the API keys kveval and its libraries read, and
+    the credentials of the endpoint's and the proxies' URLs."""
+    found = [s for name in KEY_VARIABLES for s in key_secrets(environ.get(name))]
+    for name in URL_VARIABLES:
+        found += url_secrets(environ.get(name))
+    return found
+
+
+def looks_like_credential(value: Any) -> bool:
+    return isinstance(value, str) and CREDENTIAL.search(value) is not None
+
+
+def named_secrets(value: Any) -> list[str]:
+    """The strings of a JSON value that are secrets: under a secret-named key at any depth
+    (`headers.Authorization`, `key`, `passphrase`), or shaped like a credential."""
+    found: list[str] = []
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        node, named = stack.pop()
+        if isinstance(node, Mapping):
+            stack += [(v, named or (isinstance(k, str) and bool(SECRET_NAME.search(k))))
+                      for k, v in node.items()]
+        elif isinstance(node, list):
+            stack += [(v, named) for v in node]
+        elif isinstance(node, str) and (named or looks_like_credential(node)):
+            found.append(node)
+    return found
+
+
+# ---------------------------------------------------------------- registering and masking
 
 
 def forms(api_key: str | None = None, url: str | None = None) -> tuple[str, ...]:
-    """Every spelling of the key and of the URL's credentials, longest first (so a
+    """Every literal spelling of the key and of the URL's credentials, longest first (so a
     `user:password` is masked whole, not as `user:***`)."""
-    raw = [api_key] if api_key else []
-    raw += _url_credentials(url)
-    found = {s for secret in raw for s in _spellings(secret) if len(s) >= MIN_LENGTH}
+    raw = ([api_key] if api_key else []) + url_secrets(url)
+    found = {s for secret in raw for s in family(secret)}
     return tuple(sorted(found, key=lambda s: (-len(s), s)))
 
 
-def register(secrets: Iterable[str]) -> None:
-    """Secrets of the run in progress: masked by `mask` from now on."""
-    _registered.update(s for s in secrets if s and len(s) >= MIN_LENGTH)
+def register(spellings: Iterable[str]) -> None:
+    """Literal strings masked by `mask` from now on."""
+    _registered.update(s for s in spellings if s and len(s) >= MIN_LENGTH)
+    _sorted[0] = tuple(sorted(_registered, key=lambda s: (-len(s), s)))
+
+
+def register_secrets(secrets: Iterable[str]) -> None:
+    """Secrets masked by `mask` from now on, in every spelling."""
+    for secret in secrets:
+        if not secret or len(secret) < MIN_LENGTH:
+            continue
+        register(family(secret))
+        for part in [secret, *_pieces(secret)]:
+            if len(part) >= MIN_LENGTH and part not in _patterns:
+                _patterns[part] = pattern(part)
 
 
 def forget() -> None:
     """The end of a command: nothing registered any more."""
     _registered.clear()
+    _patterns.clear()
+    _sorted[0] = ()
 
 
 def registered() -> tuple[str, ...]:
-    return tuple(sorted(_registered, key=lambda s: (-len(s), s)))
+    return _sorted[0]
 
 
 def mask(text: str, secrets: Iterable[str] | None = None) -> str:
-    """`text` with every registered secret (or every one of `secrets`) replaced by `***`."""
+    """`text` with every registered secret (or every one of `secrets`) in every spelling
+    replaced by `***`."""
     for secret in registered() if secrets is None else secrets:
         if secret and len(secret) >= MIN_LENGTH and secret in text:
             text = text.replace(secret, MASK)
+    if (secrets is None and _patterns and ("%" in text or "\\u" in text)
+            and _ENCODED.search(text)):
+        for found in _patterns.values():
+            text = found.sub(MASK, text)
     return text
 
 
 def mask_named(value: Any) -> Any:
-    """A mapping with the values of secret-named keys (`api_key`, `token`, ...) masked."""
-    if not isinstance(value, Mapping):
-        return value
-    return {k: (MASK if isinstance(k, str) and SECRET_NAME.search(k) and v else v)
-            for k, v in value.items()}
+    """A JSON value with every secret-named key's value, at any depth, and every value
+    shaped like a credential, masked."""
+    if isinstance(value, Mapping):
+        return {k: (MASK if isinstance(k, str) and SECRET_NAME.search(k) and v
+                    and not isinstance(v, bool) else mask_named(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_named(v) for v in value]
+    return MASK if looks_like_credential(value) else value

@@ -1,8 +1,9 @@
 """Untrusted text made safe to show or keep: URLs without credentials, terminal text without
-control sequences, Markdown with its syntax escaped (secrets are masked by kveval/masking.py).
-Every string that came from a server or a file passes through here before a terminal or a
-Markdown block; JSON output stays as it is (json.dumps escapes it already).
-No kveval imports: every part of the package may use it.
+control sequences and with every registered secret masked (kveval/masking.py), Markdown with
+its syntax escaped. Every string that came from a server or a file passes through here before
+a terminal cell, a Markdown block or a page, so a secret is masked before escaping could hide
+it; kveval/sink.py then holds every byte printed or written to the same rules. Imports
+kveval.masking only: every part of the package may use it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from urllib.parse import urlsplit, urlunsplit
+
+from kveval.masking import mask
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), DCS/SOS/PM/APC (ESC P|X|^|_ ... ST), and
 # two-character escapes; then any C0 control but tab and newline, DEL and the C1 range.
@@ -21,13 +24,20 @@ _ESCAPES = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]"
 )
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_STREAM_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # CR and LF kept
 # Characters with a meaning in CommonMark or GitHub Markdown at some position of a line.
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 
 
 def terminal(text: str) -> str:
-    """`text` without escape sequences and control characters (newline and tab are kept)."""
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+    """`text` without escape sequences and control characters (newline and tab are kept),
+    every registered secret masked (before and after: stripping could join one's parts)."""
+    return mask(_CONTROLS.sub("", _ESCAPES.sub("", mask(text))))
+
+
+def lines(text: str) -> str:
+    """`terminal(text)` that keeps CR too: a stream's text, progress bars included."""
+    return mask(_STREAM_CONTROLS.sub("", _ESCAPES.sub("", mask(text))))
 
 
 _ZWJ = "\u200d"

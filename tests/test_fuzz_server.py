@@ -27,6 +27,7 @@ from tests.fuzz import (
     hostile,
     log_probabilities,
     numbers,
+    spellings,
     text_values,
 )
 
@@ -138,7 +139,8 @@ def run_and_check(capsys: Any, folder: Path, url: str, *extra: str) -> tuple[int
     code, stdout, stderr = kveval(capsys, "run", "--endpoint", url, "--task", "prompts",
                                   "--prompts", str(prompts), "-o", str(out), "--retries", "0",
                                   "--timeout", "5", *extra)
-    check("run", code, stdout, stderr, written=[out], secrets=masking.forms(SECRET, url))
+    check("run", code, stdout, stderr, written=[out],
+          secrets=[*masking.forms(SECRET, url), *spellings(SECRET), *spellings(PASSWORD)])
     return code, out
 
 
@@ -165,7 +167,7 @@ def test_fuzz_a_hostile_server(capsys: Any, models: tuple[int, bytes], gets: dic
         run = read_run(out)  # what kveval writes, kveval reads back
         assert len(run.items) == 2 or code == 2
         check("compare", *kveval(capsys, "compare", str(out), str(out), "--show", "2"),
-              secrets=masking.forms(SECRET, url))
+              secrets=[*masking.forms(SECRET, url), *spellings(SECRET)])
         again, _ = run_and_check(capsys, Path(tmp), url, "--resume", *extra)
         assert again in (0, 1, 2)
 

@@ -7,13 +7,14 @@ from typing import Any
 
 import click
 
+from kveval.cli import options
 from kveval.cli.run import ENV_ENDPOINT
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 
 
 @click.command()
-@click.option("--endpoint", envvar=ENV_ENDPOINT, metavar="URL",
+@click.option("--endpoint", envvar=ENV_ENDPOINT, metavar="URL", type=options.Endpoint(),
               help="OpenAI-compatible base URL incl. /v1 (env KVEVAL_ENDPOINT). Unset: check "
                    "the embedded llama.cpp engine as `kveval run` would start it.")
 @click.option("--model", help="Model id to check. Default: the one model /v1/models lists.")
@@ -30,21 +31,38 @@ def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
     reason) when it cannot."""
     from kveval.errors import EndpointError
     from kveval.run.check import check as probe_server
+    from kveval.run.credentials import api_key
     from kveval.run.endpoint import check_url, choose_model, probe, redact
-    from kveval.run.session import api_key
 
     if endpoint:
         check_url(endpoint)
-        info = probe(endpoint, api_key())
+        info = _probed(probe, endpoint, api_key())
         chosen = _chosen(choose_model, model, info.model_ids)
         result = probe_server(endpoint, redact(endpoint), info, chosen, api_key())
     else:
         result = _embedded(model, kv_cache_type, ctx)
-    click.echo(json.dumps(result.to_json(), indent=1, ensure_ascii=False) if as_json
-               else render(result.to_json()))
+    from kveval.sink import json_text
+
+    click.echo(json_text(json.dumps(result.to_json(), indent=1, ensure_ascii=False))
+               if as_json else render(result.to_json()))
     if result.problems:
         raise EndpointError("a rollout suite cannot run here: " + "; ".join(result.problems))
     return 0
+
+
+def _probed(probe: Any, endpoint: str, key: str | None) -> Any:
+    """The model list and fingerprint; a failure says so, and through which proxy (that
+    proxy saw the request, and the key with it)."""
+    from kveval.errors import EndpointError
+    from kveval.run.check import through_proxy
+
+    try:
+        return probe(endpoint, key)
+    except EndpointError as exc:
+        found = through_proxy(endpoint, key)
+        if found is None:
+            raise
+        raise EndpointError(f"{exc} (through the proxy {_proxy(found)})") from None
 
 
 def _chosen(choose: Any, model: str | None, ids: list[str]) -> str | None:
@@ -99,6 +117,14 @@ def _invariance(found: dict[str, Any] | None) -> str | None:
     return "; ".join(str(part) for part in (found.get("summary"), found.get("floor")) if part)
 
 
+def _proxy(found: dict[str, Any] | None) -> str:
+    if not found:
+        return "none: requests go to the endpoint directly"
+    sees = ("the API key and the URL's credentials with them" if found["receives_credentials"]
+            else "no credentials: none are set")
+    return f"{found['url']} ({found['variable']}): every request passes it, {sees}"
+
+
 def render(data: dict[str, Any]) -> str:
     """The table: one line per finding; every server string stripped for the terminal."""
     apis = {api: "works" if why is None else f"fails: {why}" for api, why in data["apis"].items()}
@@ -115,6 +141,7 @@ def render(data: dict[str, Any]) -> str:
         ("tokenizer", data["endpoints"].get("tokenizer")),
         ("chat template", data["endpoints"].get("chat_template")),
         ("state with --setup", data["setup_to_state"]),
+        ("proxy", _proxy(data.get("proxy"))),
         ("verdict", "a rollout suite can run" if data["runnable"] else
          "cannot run: " + "; ".join(data["problems"])),
         ("took", f"{data['seconds']:.1f} s"),

@@ -3,11 +3,16 @@
 Commands live in small modules (cli_run, cli_verdicts, cli_demo) that import heavy
 libraries only inside their functions, so `kveval --help` stays fast. Library code
 raises KvevalError; `main` alone turns it into one line on stderr and an exit code.
+
+`main` opens the one door out for every command (kveval/sink.py) before anything runs:
+the secrets the environment holds are registered, and stdout and stderr pass the Door.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 
 import click
 
@@ -19,9 +24,10 @@ from kveval.cli.report import report
 from kveval.cli.run import run, tasks
 from kveval.cli.verdicts import compare, gate, score
 from kveval.errors import EXIT_INPUT, Interrupted, KvevalError
-from kveval.masking import forget, mask
-from kveval.run.interrupt import terminated
+from kveval.masking import forget, from_environment, register_secrets
+from kveval.run.interrupt import exit_code, how, signals_as_interrupt
 from kveval.safe import one_line
+from kveval.sink import installed
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -46,25 +52,38 @@ for command in (run, tasks, check, plan, compare, score, gate, report, demo):
 
 
 def main(argv: list[str] | None = None) -> None:
+    register_secrets(from_environment(os.environ))
+    try:
+        with installed(), signals_as_interrupt():
+            code = _command(argv)
+    finally:
+        forget()
+    sys.exit(code)
+
+
+def _command(argv: list[str] | None) -> int:
+    """The command's exit code; every error one line (messages quote servers and files:
+    the Door masks and strips them as all the rest)."""
     try:
         code = cli.main(args=argv, prog_name="kveval", standalone_mode=False)
     except KvevalError as exc:
-        # Messages quote servers and files: no control character and no secret of the run
-        # reaches the terminal.
         kind = "" if isinstance(exc, Interrupted) else "error: "
-        click.echo(f"kveval: {kind}{mask(one_line(str(exc)))}", err=True)
-        sys.exit(exc.exit_code)
+        click.echo(f"kveval: {kind}{one_line(str(exc))}", err=True)
+        return exc.exit_code
     except click.exceptions.Abort:
-        click.echo("kveval: interrupted", err=True)
-        sys.exit(143 if terminated() else 130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code if exc.exit_code else EXIT_INPUT)
+        click.echo(f"kveval: interrupted ({how()}); nothing half-written was left", err=True)
+        return exit_code()
+    except click.ClickException as exc:  # a usage error: one line, and where help is
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        click.echo(f"kveval: error: {one_line(exc.format_message())}{where}", err=True)
+        return exc.exit_code if exc.exit_code else EXIT_INPUT
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    finally:
-        forget()
-    sys.exit(code if isinstance(code, int) else 0)
+        return int(exc.exit_code)
+    except Exception:  # a fault of kveval's own: its traceback, through the Door too
+        traceback.print_exc()
+        return 1
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

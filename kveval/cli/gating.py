@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kveval.cli import reading
+from kveval.safe import one_line
 
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
@@ -42,11 +43,19 @@ class GateArgs:
 
 
 def refuse_page_over_input(page: str | None, args: GateArgs) -> None:
-    """The page never replaces a file the gate reads (`report -o BASELINE.jsonl` would
-    destroy the baseline): one line, before anything is read or written."""
+    """The page is a regular file or a new path (atomic.py) and never replaces a file the
+    gate reads (`report -o BASELINE.jsonl` would destroy the baseline): one line, before
+    anything is read or written."""
+    from kveval.atomic import NotRegular, regular_target
     from kveval.errors import UsageError
 
-    if not page or not os.path.exists(page):
+    if not page:
+        return
+    try:
+        regular_target(page)
+    except NotRegular as exc:
+        raise UsageError(f"{page}: {exc}") from None
+    if not os.path.exists(page):
         return
     for given in args.paths:
         for found in reading.files_read(given):
@@ -126,7 +135,7 @@ def publish(inputs: Inputs, html: str | None, summary: str | None, result: GateR
         append_step_summary(summary)
     if html:
         write_page(html, page_html(inputs, result, error, verdict))
-        click.echo(f"kveval: wrote the page {html}", err=True)
+        click.echo(f"kveval: wrote the page {one_line(html)}", err=True)
 
 
 def cannot_judge_markdown(reason: str) -> str:
@@ -137,11 +146,12 @@ def cannot_judge_markdown(reason: str) -> str:
 
 def append_step_summary(markdown: str) -> None:
     """On GitHub Actions, the gate's Markdown also goes to the job's summary page."""
+    from kveval.atomic import append_text
+
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return
     try:
-        with open(target, "a", encoding="utf-8") as out:
-            out.write(markdown + "\n")
+        append_text(target, markdown + "\n")
     except OSError as exc:
         click.echo(f"kveval: warning: cannot append to $GITHUB_STEP_SUMMARY ({exc})", err=True)

@@ -1,8 +1,12 @@
-"""The options the verdict commands share, as click decorators, and the judging options they
-make. Only click is imported at module level, so `kveval --help` stays fast."""
+"""The options the verdict commands share, as click decorators, the judging options they
+make, and the option types every command uses: `Finite` for every number that is not a
+count (NaN and the infinities refused, the range stated in --help and in the error) and
+`Endpoint`, whose credentials are registered as secrets the moment it is parsed. Only
+click is imported at module level, so `kveval --help` stays fast."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -12,6 +16,38 @@ if TYPE_CHECKING:
     from kveval.judge.verdict import Family
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Finite(click.FloatRange):
+    """A number within its range, never NaN or an infinity (which every comparison with a
+    bound lets through)."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number ({self._describe_range()}).", param,
+                      ctx)
+        return number
+
+
+class Endpoint(click.ParamType):
+    """A base URL whose user:password is a secret from the moment it is read (masked in
+    every output, kveval/masking.py)."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        from kveval.masking import register_secrets, url_secrets
+
+        register_secrets(url_secrets(str(value)))
+        return str(value)
+
+
+SEED = click.IntRange(0, 2**63 - 1)  # what every server's seed field takes
 
 
 def _apply(func: F, *decorators: Callable[[F], F]) -> F:
@@ -44,7 +80,7 @@ def family_options(func: F) -> F:
     them all, so the same runs and options print the same adjusted p-values everywhere."""
     return _apply(
         func,
-        click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        click.option("--alpha", type=Finite(0, 1, min_open=True, max_open=True),
                      default=0.05, show_default=True, metavar="LEVEL",
                      help="The family-wise level: every check of every task is one Holm "
                           "family at this level."),
@@ -54,21 +90,21 @@ def family_options(func: F) -> F:
         click.option("--skip", multiple=True, metavar="TASK",
                      help="Leave a task unjudged (repeatable), e.g. one too small for the "
                           "margin."),
-        click.option("--max-kl", type=click.FloatRange(min=0), default=None, metavar="NATS",
+        click.option("--max-kl", type=Finite(min=0), default=None, metavar="NATS",
                      help="Divergence joins the checks: a task fails when its mean per-token "
                           "KL exceeds the noise floor's by more than NATS (one-sided "
                           "permutation within items). Needs --noise and --logprobs runs. "
                           "Without it, divergence beyond the floor is a warning."),
-        click.option("--min-recovery", type=click.FloatRange(0, 1, min_open=True),
+        click.option("--min-recovery", type=Finite(0, 1, min_open=True),
                      metavar="R",
                      help="A check per long-context task: its AUC recovery is at least R (a "
                           "fraction: 0.95 = 95% of the baseline's AUC); needs 5 paired items "
                           "per length."),
-        click.option("--effective-fraction", type=click.FloatRange(0, 1, min_open=True),
+        click.option("--effective-fraction", type=Finite(0, 1, min_open=True),
                      default=0.9, show_default=True, metavar="FRACTION",
                      help="Relative effective length: the longest length up to which a task "
                           "scores at least this fraction of its shortest length's score."),
-        click.option("--effective-threshold", type=click.FloatRange(0, 1),
+        click.option("--effective-threshold", type=Finite(0, 1),
                      default=0.85, show_default=True, metavar="SCORE",
                      help="Absolute effective length (RULER): the longest length up to which "
                           "a task scores at least SCORE."))
@@ -82,10 +118,10 @@ def gate_options(func: F) -> F:
                      help="overlap: the candidate's 95% interval overlaps the baseline's and "
                           "no check shows a loss. paired: the paired 95% interval rules out "
                           "a loss larger than --margin."),
-        click.option("--margin", type=click.FloatRange(min=0), default=None, metavar="POINTS",
+        click.option("--margin", type=Finite(min=0), default=None, metavar="POINTS",
                      help="With --policy paired: the largest tolerated loss, in points (a "
                           "suite task's own `margin` wins).  [default: 3]"),
-        click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.0,
+        click.option("--max-error-rate", type=Finite(0, 1), default=0.0,
                      show_default=True, metavar="FRACTION",
                      help="Cannot judge a run whose share of error or missing items exceeds "
                           "this (0.02 = 2%)."))

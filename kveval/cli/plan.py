@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,12 +40,21 @@ class KlRise(click.ParamType):
         return (number / 100, True) if relative else (number, False)
 
 
-def _lines(path: Path) -> int | None:
+def _lines(path: Path, pilot: str) -> int | None:
+    """The non-blank lines of a data file the pilot's header names: read as every path is
+    (a regular file within the cap, formats/limits.py); None when it is not there."""
+    from kveval.errors import DataError, KvevalError
+    from kveval.formats import limits
+
     try:
-        with path.open(encoding="utf-8") as fh:
-            return sum(bool(line.strip()) for line in fh)
-    except (OSError, UnicodeDecodeError):
+        data = limits.read_whole(path, error=DataError)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except KvevalError as exc:
+        raise DataError(f"{pilot}: the data its header names: {exc}") from None
+    except OSError:
+        return None
+    return sum(bool(line.strip()) for line in data.splitlines())
 
 
 def available(base: Side) -> dict[str, int | None]:
@@ -54,10 +65,10 @@ def available(base: Side) -> dict[str, int | None]:
         name, data = spec.get("name"), spec.get("data")
         split = (spec.get("params") or {}).get("split", "test")
         if spec.get("adapter") == "gsm8k":
-            own = _lines(Path(data) / f"{split}.jsonl") if data else None
+            own = _lines(Path(data) / f"{split}.jsonl", base.path) if data else None
             found[str(name)] = own or GSM8K_SPLITS.get(split)
         elif spec.get("adapter") == "prompts" and data:
-            found[str(name)] = _lines(Path(data))
+            found[str(name)] = _lines(Path(data), base.path)
         else:
             found[str(name)] = None
     return found
@@ -71,15 +82,16 @@ def grow_commands(result: Plan, base: Side, noises: list[Side], cand: Side | Non
     pilot = max((p.items for p in result.tasks if p.kind == "accuracy"), default=0)
     size = max(sizes, default=0)
     runs = [base, *noises, *([cand] if cand else [])]
-    found = ([f"kveval run --resume -o {r.path} --limit {size}" for r in runs]
-             if size > pilot else [])
+    found = ([shlex.join(["kveval", "run", "--resume", "-o", r.path, "--limit", str(size)])
+              for r in runs] if size > pilot else [])
     wanted = max((p.noise_runs_needed or 0 for p in result.tasks), default=0)
-    limit = f" --limit {size}" if size > pilot else ""
+    limit = ["--limit", str(size)] if size > pilot else []
     for k in range(len(noises) + 1, wanted + 1):
-        out = Path(base.path).with_name(f"{base.label}-noise{k}.jsonl")
+        label = f"{re.sub(r'[^A-Za-z0-9._-]+', '_', base.label) or 'pilot'}-noise{k}"
+        out = Path(base.path).with_name(f"{label}.jsonl")
         found.append(_forced_noise(base, out, k) if base.header and base.header.teacher_force
-                     else f"kveval run --like {base.path} --order shuffle --label "
-                          f"{base.label}-noise{k} -o {out}{limit}")
+                     else shlex.join(["kveval", "run", "--like", base.path, "--order",
+                                      "shuffle", "--label", label, "-o", str(out), *limit]))
     return found
 
 
@@ -91,8 +103,9 @@ def _forced_noise(base: Side, out: Path, k: int) -> str:
     beside = Path(base.path).with_name(f"{label}.jsonl")
     source = beside if beside.is_file() else Path("BASELINE.jsonl")
     endpoint = base.header.endpoint
-    where = "" if endpoint == "embedded" else f"--endpoint {endpoint} "
-    return f"kveval run {where}--teacher-force {source} --label {base.label}-noise{k} -o {out}"
+    where = [] if endpoint == "embedded" else ["--endpoint", endpoint]
+    return shlex.join(["kveval", "run", *where, "--teacher-force", str(source), "--label",
+                       out.stem, "-o", str(out)])
 
 
 def pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,
@@ -112,17 +125,17 @@ def pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,
 @options.noise_option("A run of the pilot's setup restarted (repeatable): the flip rate and "
                       "the noise floor's spread.")
 @click.option("--candidate", metavar="C", help="A pilot run of the new setup: its flips.")
-@click.option("--detect", type=click.FloatRange(min=0, min_open=True), default=2.0,
+@click.option("--detect", type=options.Finite(min=0, min_open=True), default=2.0,
               show_default=True, metavar="POINTS", help="The accuracy loss to catch.")
-@click.option("--detect-drift", type=click.FloatRange(min=0, min_open=True), default=10.0,
+@click.option("--detect-drift", type=options.Finite(min=0, min_open=True), default=10.0,
               show_default=True, metavar="POINTS",
               help="Extra changed answers to catch, in points of a task's items.")
 @click.option("--detect-kl", type=KlRise(), metavar="NATS|PCT%",
               help="A rise of the mean KL per token over the noise floor to catch: in nats "
                    "(absolute, 0.001) or as a share of the floor's mean KL (relative, 6%).")
-@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8,
+@click.option("--power", type=options.Finite(0.5, 1, max_open=True), default=0.8,
               show_default=True, help="How often the change must be caught.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--alpha", type=options.Finite(0, 1, min_open=True, max_open=True),
               default=0.05, show_default=True, help="The gate's family-wise level.")
 @options.output_options
 def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: float,

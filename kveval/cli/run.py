@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
+from kveval.cli import options
+
 ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 
 
 @click.command()
-@click.option("--endpoint", envvar=ENV_ENDPOINT, metavar="URL",
+@click.option("--endpoint", envvar=ENV_ENDPOINT, metavar="URL", type=options.Endpoint(),
               help="OpenAI-compatible base URL incl. /v1 (env KVEVAL_ENDPOINT). "
                    "Unset: start the embedded llama.cpp engine.")
 @click.option("--model", help="Model id to request. Default: the one model /v1/models lists.")
@@ -25,7 +27,7 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 @click.option("--api", type=click.Choice(["completions", "chat"]),
               help="API mode for every task. Default: each task's own.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Answer budget for every task.")
-@click.option("--seed", type=int, default=1234, show_default=True,
+@click.option("--seed", type=options.SEED, default=1234, show_default=True,
               help="The server's sampling seed: sent as `seed` in every request and recorded. "
                    "It seeds nothing in kveval (exemplars: --fewshot-seed or a suite's shot_seed; "
                    "--order shuffle: a seed of its own).")
@@ -40,7 +42,7 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 @click.option("--setup", multiple=True, metavar="KEY=VALUE", help="State what the server does "
               "not tell, e.g. --setup kv_cache=q8_0 (repeatable): recorded in the header and "
               "shown in every setup diff.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
+@click.option("--timeout", type=options.Finite(min=0.1), default=600.0, show_default=True,
               help="Seconds for a whole request attempt, a slowly trickled answer included.")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
               help="Retries per request: 5xx, 408/409/429 (after Retry-After), refused or dropped "
@@ -62,8 +64,8 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
                    "match lm-eval's byte for byte.")
 @click.option("--shots", type=click.IntRange(min=0), help="GSM8K exemplars per question "
               "(default 8; lm-eval's gsm8k uses 5).")
-@click.option("--fewshot-seed", type=int, help="With --fewshot lm-eval: the sampler's seed "
-              "(lm-eval's --fewshot_seed, default 1234).")
+@click.option("--fewshot-seed", type=options.SEED, help="With --fewshot lm-eval: the sampler's "
+              "seed (lm-eval's --fewshot_seed, default 1234).")
 @click.option("--lengths", metavar="LIST", help="Long-context lengths in tokens, e.g. 4k,16k,64k.")
 @click.option("--depths", metavar="LIST", help="Needle depths in percent, e.g. 0,25,50,75,100.")
 @click.option("--trials", type=click.IntRange(min=1), help="Trials per length and depth.")
@@ -93,12 +95,10 @@ def run(**options: object) -> int:
     Exit codes: 0 every item answered; 1 some items failed (--resume retries them);
     2 bad input or an endpoint that cannot serve the run.
     """
-    from kveval.run.interrupt import sigterm_as_interrupt
     from kveval.run.options import RunOptions
     from kveval.run.session import run_session
 
-    with sigterm_as_interrupt():
-        return run_session(RunOptions.from_cli(options))
+    return run_session(RunOptions.from_cli(options))
 
 
 @click.command()

@@ -71,6 +71,14 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
+def record_problem(meta: Mapping[str, Any] | None, logprobs: Any) -> str | None:
+    """What reading refuses in an item beyond its types, or None: the one check every item
+    passes on read (formats/reader.py) and every server reply before it is written
+    (run/client.py `checked`)."""
+    problem = meta_problem(meta) if meta and not META_KEYS.isdisjoint(meta) else None
+    return problem or (logprobs_problem(logprobs) if logprobs is not None else None)
+
+
 def logprobs_problem(lp: Any) -> str | None:
     """None when `lp` is the compact shape of probabilities, else what is wrong with it."""
     if lp is None:

@@ -14,11 +14,11 @@ import json
 import math
 import os
 import re
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from kveval.atomic import kind
 from kveval.errors import KvevalError, RunFileError
 
 MiB = 1 << 20
@@ -30,20 +30,10 @@ MAX_WHOLE_BYTES = 2 * GiB  # a file read whole: lm-eval logs, answer arrays, pro
 MAX_SUITE_BYTES = 16 * MiB  # a suite's TOML
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
-_KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISDIR, "a folder"))
 
 
 def size_text(size: int) -> str:
     return f"{size // GiB} GiB" if size >= GiB and size % GiB == 0 else f"{size // MiB} MiB"
-
-
-def kind(mode: int) -> str | None:
-    """None for a regular file, else what the path is."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def _check(path: str | Path, st: os.stat_result, cap: int, error: type[KvevalError],

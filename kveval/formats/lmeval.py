@@ -26,7 +26,7 @@ from kveval.formats.lmeval_samples import (
     prompt_text,
 )
 from kveval.formats.records import Run, RunHeader
-from kveval.masking import mask_named
+from kveval.masking import mask_named, named_secrets, register_secrets, url_secrets
 from kveval.safe import redact_url
 
 _SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d\d-\d\dT[0-9.\-]+)\.jsonl$")
@@ -231,11 +231,18 @@ def _filter_names(results: dict[str, Any], task: str, where: str) -> tuple[str, 
 
 def model_args(config: dict[str, Any]) -> dict[str, Any]:
     """`config.model_args`: a dict since 0.4.3, "k=v,k=v" before; base_url's credentials
-    and every secret-named value (`api_key`, `token`, ...) masked."""
+    and every secret-named value at any depth (`api_key`, `headers.Authorization`, `key`,
+    `passphrase`, ...) or credential-shaped one masked, and registered as secrets, so no
+    output shows them in any spelling."""
     raw = config.get("model_args") or {}
     if isinstance(raw, str):
         raw = dict(part.split("=", 1) for part in raw.split(",") if "=" in part)
-    args = mask_named(dict(raw)) if isinstance(raw, dict) else {}
+    if not isinstance(raw, dict):
+        return {}
+    register_secrets(named_secrets(raw))
+    if isinstance(raw.get("base_url"), str):
+        register_secrets(url_secrets(raw["base_url"]))
+    args = mask_named(dict(raw))
     if isinstance(args.get("base_url"), str):
         args["base_url"] = redact_url(args["base_url"])
     return args

@@ -4,7 +4,9 @@
 it ends. A second `run -o X --resume` (or `--overwrite`) finds the lock taken and stops
 with one line before it sends anything; without the lock it replaced the file under the
 first run, whose answers then went to a deleted file. The lock is advisory: readers
-(compare, score, gate) never take it and read the file as it is.
+(compare, score, gate) never take it and read the file as it is. A filesystem that cannot
+lock at all (NFS without its lock daemon: ENOLCK; some FUSE and SMB mounts: EOPNOTSUPP) is
+one line and exit 2 before anything on file changes: a run there would go unguarded.
 """
 
 from __future__ import annotations
@@ -15,18 +17,26 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from kveval.atomic import NotRegular, regular_target
 from kveval.errors import RunFileError
 
 BUSY = ("another kveval run is writing it; let that run end (or stop it), or write "
         "another file with -o")
 
 
-def take(fd: int) -> bool:
-    """An exclusive lock on the open file, without waiting; False when another holds it."""
+UNLOCKABLE = ("cannot be locked here ({why}); kveval locks a run file while it writes it, "
+              "so that no second run replaces it: write it on a local filesystem")
+
+
+def take(fd: int, shown: str | Path) -> bool:
+    """An exclusive lock on the open file, without waiting; False when another holds it,
+    RunFileError when the filesystem takes no locks."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
+    except OSError as exc:
+        raise RunFileError(f"{shown}: {UNLOCKABLE.format(why=exc.strerror or exc)}") from None
     return True
 
 
@@ -41,14 +51,19 @@ def _same_file(fd: int, path: Path) -> bool:
 @contextlib.contextmanager
 def held(target: Path, shown: str | Path) -> Iterator[None]:
     """The lock of the file at `target` (if one is there), held while it is replaced; a
-    file another writer holds, or replaced while this one waited, is RunFileError."""
+    file another writer holds, or replaced while this one waited, or no regular file at all
+    (a device, a socket: atomic.regular_target), is RunFileError."""
+    try:
+        regular_target(target)
+    except NotRegular as exc:
+        raise RunFileError(f"{shown}: {exc}") from None
     try:
         fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (FileNotFoundError, PermissionError):  # nothing there, or nothing kveval wrote
         yield
         return
     try:
-        if not take(fd) or not _same_file(fd, target):
+        if not take(fd, shown) or not _same_file(fd, target):
             raise RunFileError(f"{shown}: {BUSY}")
         yield
     finally:

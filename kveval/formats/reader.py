@@ -27,7 +27,7 @@ import msgspec
 
 from kveval.errors import RunFileError
 from kveval.formats import limits
-from kveval.formats.checks import META_KEYS, logprobs_problem, meta_problem
+from kveval.formats.checks import record_problem
 from kveval.formats.records import SCHEMA_VERSION, ItemRecord, Run, RunHeader
 from kveval.safe import one_line
 
@@ -148,11 +148,7 @@ def _checked(record: ItemRecord, line: bytes, path: Path, number: int,
              lean: bool) -> ItemRecord:
     """The record, once what its types cannot say holds (formats/checks.py) and its free
     JSON nests at most MAX_DEPTH deep."""
-    meta, problem = record.meta, None
-    if meta and not META_KEYS.isdisjoint(meta):  # the usual item skips the calls
-        problem = meta_problem(meta)
-    if problem is None and record.logprobs is not None:
-        problem = logprobs_problem(record.logprobs)
+    problem = record_problem(record.meta, record.logprobs)
     problem = problem or _depth_problem(record, line, lean)
     if problem is not None:
         raise RunFileError(f"{path}:{number}: {one_line(problem)}")

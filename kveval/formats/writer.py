@@ -16,11 +16,12 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from kveval.atomic import regular_target
 from kveval.errors import RunFileError
 from kveval.formats import lock
 from kveval.formats.limits import without_surrogates
 from kveval.formats.records import ItemRecord, RunHeader, to_json
-from kveval.masking import mask
+from kveval.sink import json_text
 
 
 class RunWriter:
@@ -58,9 +59,10 @@ class RunWriter:
 
 
 def line(record: RunHeader | ItemRecord) -> bytes:
-    """A record's line as written: the run's secrets masked (kveval/masking.py); a lone
-    surrogate a server sent (valid JSON, not UTF-8) becomes U+FFFD, so the line reads back."""
-    text = mask(to_json(record)) + "\n"
+    """A record's line as written, through the one door out (kveval/sink.py: the run's
+    secrets masked, C1 controls escaped); a lone surrogate a server sent (valid JSON, not
+    UTF-8) becomes U+FFFD, so the line reads back."""
+    text = json_text(to_json(record)) + "\n"
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -104,9 +106,10 @@ def refuse_inputs(output: str | Path, inputs: Iterable[str | Path | None]) -> No
 
 
 def check_writable(path: str | Path) -> None:
-    """Before any request: the run file's folder can be made and written, else one line."""
-    folder = Path(os.path.realpath(path)).parent
+    """Before any request: the run file is a regular file or a new path (atomic.py), and
+    its folder can be made and written, else one line."""
     try:
+        folder = regular_target(path).parent
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=f".{Path(path).name}.", dir=folder)
         os.close(fd)
@@ -139,11 +142,13 @@ def _rewrite(path: Path, header: RunHeader, keep: Iterable[ItemRecord]) -> RunWr
     target = Path(os.path.realpath(path))
     tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}"
     try:
+        regular_target(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         with lock.held(target, path):
             mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else None
-            fd, count = _write_new(tmp, header, keep, mode)
+            fd, count = _write_new(tmp, header, keep, mode, path)
             try:
+                regular_target(path)  # still no device where the rename lands
                 os.replace(tmp, target)
             except OSError:
                 os.close(fd)
@@ -154,17 +159,21 @@ def _rewrite(path: Path, header: RunHeader, keep: Iterable[ItemRecord]) -> RunWr
             tmp.unlink()
         raise RunFileError(f"{path}: cannot write ({exc.strerror or exc}); "
                            "nothing on file changed") from None
+    except BaseException:  # a lock the filesystem cannot take, an interrupt
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def _write_new(tmp: Path, header: RunHeader, keep: Iterable[ItemRecord],
-               mode: int | None) -> tuple[int, int]:
+               mode: int | None, shown: Path) -> tuple[int, int]:
     """The new file's lines, synced to disk: its descriptor (locked, appending) and how many
     items it holds."""
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
                  0o666)  # the umask applies
     count = 0
     try:
-        lock.take(fd)  # a new file: nobody else holds it
+        lock.take(fd, shown)  # a new file: nobody else holds it
         with os.fdopen(os.dup(fd), "wb") as fh:  # the same open file: offset and lock
             if mode is not None:
                 os.fchmod(fh.fileno(), mode)

@@ -229,9 +229,23 @@ def plan(base: Side, noises: Sequence[Side] = (), cand: Side | None = None,
     levels = first_step_levels(ex.checks, targets.alpha, len(ex.evidence) * TASK_WEIGHT)
     found = []
     for e in ex.evidence:
-        found += _task_plans(e, len(noises), targets, levels, (available or {}).get(e.task),
-                             restart=cand is None)
+        plans = _task_plans(e, len(noises), targets, levels, (available or {}).get(e.task),
+                            restart=cand is None)
+        found += plans or _unplanned(e, base)
     return Plan(tuple(found), levels, len(noises), source, targets)
+
+
+UNPLANNED = ("no ground truth to plan accuracy on, and its drift check needs a noise floor "
+             "the pilot lacks: give a --candidate and a --noise run, or --noise twice")
+
+
+def _unplanned(e: TaskEvidence, base: Side) -> list[TaskPlan]:
+    """A task none of the checks can be planned for is named with the reason, never
+    dropped without a word."""
+    if e.skipped or e.missing:
+        return []
+    items = sum(1 for item in base.items if item.task == e.task)
+    return [TaskPlan(e.task, "drift", items, None, None, None, None, None, note=UNPLANNED)]
 
 
 def _task_plans(e: TaskEvidence, noise_runs: int, targets: Targets, levels: Levels,

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kveval.run.client import ClientConfig, Connection, asked_k, make_client, send
+from kveval.run.client import ClientConfig, Connection, asked_k, checked, make_client, send
 from kveval.run.endpoint import ServerInfo, server_root
 from kveval.run.forcing import LACKS, Method, Probe, select
 from kveval.run.invariance import Invariance, batch_invariance
@@ -45,6 +45,7 @@ class Check:
     seconds: float = 0.0
     batch_invariance: dict[str, Any] | None = None
     advice: list[str] = field(default_factory=list)  # what to change before a forced run
+    proxy: dict[str, Any] | None = None  # the proxy every request passes, and what it sees
 
     @property
     def problems(self) -> list[str]:
@@ -60,7 +61,7 @@ class Check:
                 "endpoints": self.endpoints, "setup_to_state": self.setup_to_state,
                 "batch_invariance": self.batch_invariance, "advice": self.advice,
                 "runnable": not self.problems, "problems": self.problems,
-                "seconds": round(self.seconds, 2)}
+                "seconds": round(self.seconds, 2), "proxy": self.proxy}
 
 
 def summary(info: ServerInfo, model: str | None) -> dict[str, Any]:
@@ -120,7 +121,7 @@ def _body(api: str, model: str, k: int = 0) -> dict[str, Any]:
 
 
 async def _api(conn: Connection, api: str, model: str) -> str | None:
-    reply = await send(conn, _body(api, model))
+    reply = checked(await send(conn, _body(api, model)))
     if reply.error is not None:
         return reply.error
     return None if reply.text is not None else "the answer held no text"
@@ -131,7 +132,7 @@ async def _max_k(conn: Connection, api: str, model: str) -> int | None:
     best = None
     for k in LADDER:
         body = _body(api, model, k)
-        reply = await send(conn, body)
+        reply = checked(await send(conn, body))
         lp = reply.logprobs
         if reply.error or not lp or not lp["top_tokens"] or len(lp["top_tokens"][0]) < asked_k(
                 body):
@@ -141,12 +142,13 @@ async def _max_k(conn: Connection, api: str, model: str) -> int | None:
 
 
 async def _forced(conn: Connection, method: Method, base_url: str, model: str) -> str | None:
-    """One tiny completions item forced by the method; None when it works, else why not."""
+    """One tiny completions item forced by the method; None when it works (a run by it
+    would keep the reply: client.checked), else why not."""
     from kveval.run.teacher import Context, plan_forced
 
     run = _tiny_run(model)
     ctx = Context(method, base_url, model, 5)
-    reply = await plan_forced(run, ctx).jobs[0].forced.probe(conn)
+    reply = checked(await plan_forced(run, ctx).jobs[0].forced.probe(conn))
     if reply.error is None and reply.logprobs and reply.logprobs["tokens"]:
         return None
     why = reply.error or "the reply held no log-probabilities"
@@ -205,14 +207,28 @@ async def _probe_all(config: ClientConfig, model: str, method: Method,
             "invariance": same}
 
 
+def through_proxy(base_url: str, api_key: str | None) -> dict[str, Any] | None:
+    """The proxy the environment sends every request through, and whether it receives the
+    credentials (the key, the URL's user:password): it sees them as the server does."""
+    from kveval.masking import url_secrets
+    from kveval.run.credentials import proxy
+
+    found = proxy(base_url)
+    if found is None:
+        return None
+    return {"url": found[0], "variable": found[1],
+            "receives_credentials": bool(api_key or url_secrets(base_url))}
+
+
 def check(base_url: str, label: str, info: ServerInfo, model: str | None,
           api_key: str | None, embedded: bool = False) -> Check:
     """Probe the server (already listed by `probe`); every request within CHECK_TIMEOUT_S."""
     started = time.perf_counter()
     found = summary(info, model)
+    proxy = None if embedded else through_proxy(base_url, api_key)
     if model is None:
         return Check(label, info.model_ids, None, found,
-                     setup_to_state=setup_keys(found, embedded))
+                     setup_to_state=setup_keys(found, embedded), proxy=proxy)
     method = select(Probe(base_url, model, api_key), info.fingerprint, embedded)
     if "engine" not in found and not method.server.startswith("unknown"):
         found["engine"] = method.server
@@ -229,7 +245,7 @@ def check(base_url: str, label: str, info: ServerInfo, model: str | None,
     advice = [idle.advice] if idle is not None and idle.advice else []
     return Check(label, info.model_ids, model, found, seen["apis"], seen["max_logprobs"],
                  forced, endpoints, setup_keys(found, embedded), time.perf_counter() - started,
-                 invariance_json(seen["invariance"]), advice)
+                 invariance_json(seen["invariance"]), advice, proxy)
 
 
 def _tokenizer(method: Method, embedded: bool) -> str | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kveval.adapters.base import Item, TaskSpec
 from kveval.errors import UsageError
-from kveval.formats.checks import logprobs_problem
+from kveval.formats.checks import record_problem
 from kveval.formats.limits import DEPTH_MESSAGE, too_deep, writable
 from kveval.masking import forms, mask
 from kveval.run.failures import backoff, classify
@@ -192,12 +192,23 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed log-probabilities: {one_line(str(exc))[:200]}")
-    problem = logprobs_problem(logprobs)  # what the reader would refuse is never written
-    if problem is not None:
-        return Reply(text=None, latency_s=latency_s,
-                     error=f"malformed log-probabilities: {one_line(problem)[:200]}")
     return Reply(text=text, finish_reason=reason if isinstance(reason, str) else None,
                  usage=usage, latency_s=latency_s, logprobs=logprobs, reasoning=reasoning)
+
+
+def checked(reply: Reply) -> Reply:
+    """One check in: a reply, free-running or forced, by any method, checked as reading its
+    record would check it (formats/checks.py); one that would fail is an error reply
+    naming the reason, so nothing the reader refuses is written. runner.to_record applies
+    it to every reply, and `kveval check` to every reply it reports on."""
+    if reply.error is not None:
+        return reply
+    problem = record_problem(reply.meta, reply.logprobs)
+    if problem is None:
+        return reply
+    what = "log-probabilities" if problem.startswith("logprobs") else "reply"
+    return Reply(text=None, latency_s=reply.latency_s,
+                 error=f"malformed {what}: {one_line(problem)[:200]}")
 
 
 def _forced(choice: Any, text: str, span: Span, k: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from kveval.adapters.gsm8k import Gsm8kData
 from kveval.adapters.prompts import PromptData, PromptEntry
 from kveval.errors import DataError
+from kveval.formats import limits
 
 GSM8K_DATASET = ("openai/gsm8k", "main")
 HUB_URL = "https://huggingface.co"  # HF_ENDPOINT overrides it, as for the hub's own client
@@ -40,18 +41,23 @@ def bundled_gsm8k() -> str:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """A data file's rows: a regular file within the cap on files read whole (as every path
+    kveval reads, from the command line or a run's header: formats/limits.py)."""
+    try:
+        text = limits.read_whole(path, error=DataError).decode("utf-8")
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not UTF-8 text") from None
     rows = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                raise DataError(f"{path}:{number}: not a JSON line") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{number}: expected a JSON object")
-            rows.append(row)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            raise DataError(f"{path}:{number}: not a JSON line") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{number}: expected a JSON object")
+        rows.append(row)
     return rows
 
 
@@ -161,7 +167,7 @@ def load_prompts(path_text: str) -> PromptData:
     non-blank line is a JSON object."""
     path = Path(path_text).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = limits.read_whole(path, error=DataError).decode("utf-8")
     except FileNotFoundError:
         raise DataError(f"{path}: no such prompt file") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -15,10 +15,13 @@ from urllib.parse import urlsplit
 
 from kveval.errors import EndpointError, UsageError
 from kveval.formats.limits import writable
-from kveval.run.http import fetch
+from kveval.run.http import TooLarge, fetch, parsed
 from kveval.safe import redact_url
 
 PROBE_TIMEOUT_S = 3.0  # each best-effort probe, whole answer included
+MAX_CONTEXT = 1 << 24  # tokens: a context size a server reports above it is not believed
+MAX_PROBE_BYTES = 16 << 20  # /metrics, /props, /version: a larger answer is not read
+MAX_MODELS_BYTES = 64 << 20  # /v1/models
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -46,8 +49,9 @@ def _table(value: Any) -> dict[str, Any]:
 
 
 def _tokens(value: Any) -> int | None:
-    """A context size: a positive integer (a bool is not one); else None."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    """A context size: a positive integer (a bool is not one) up to MAX_CONTEXT; else None
+    (a server's figure is bounded before anything is sized by it)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_CONTEXT
     return int(value) if ok else None
 
 
@@ -76,15 +80,18 @@ def server_root(base_url: str) -> str:
     return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
-def _get(url: str, api_key: str | None, timeout: float) -> tuple[int, bytes]:
-    return fetch(url, api_key, timeout)
+def _get(url: str, api_key: str | None, timeout: float,
+         cap: int = MAX_PROBE_BYTES) -> tuple[int, bytes]:
+    return fetch(url, api_key, timeout, cap=cap)
 
 
 def list_models(base_url: str, api_key: str | None, timeout: float = 8.0) -> list[dict[str, Any]]:
     """GET /v1/models; raise EndpointError in one line when the server cannot be reached."""
     url = base_url.rstrip("/") + "/models"
     try:
-        status, body = _get(url, api_key, timeout)
+        status, body = _get(url, api_key, timeout, MAX_MODELS_BYTES)
+    except TooLarge as exc:
+        raise EndpointError(f"{redact(url)}: {exc}, not a model list") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise EndpointError(f"cannot reach {redact(base_url)}: {reason}") from None
@@ -142,8 +149,8 @@ def _body_or_none(root: str, path: str, api_key: str | None) -> bytes | None:
 def _json_or_none(root: str, path: str, api_key: str | None) -> Any:
     body = _body_or_none(root, path, api_key)
     try:
-        return json.loads(body) if body is not None else None
-    except (ValueError, RecursionError):
+        return parsed(body) if body is not None else None
+    except ValueError:
         return None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,10 @@ from kveval.safe import one_line
 # one scored position: the answer token's text, its log-probability (None: outside the
 # top-K), and the top-K {text: log-probability}, two ids of one text summed (logprobs.outcomes)
 Scored = tuple[str, float | None, dict[str, float]]
+# What reading a server's reply of the wrong shape raises (a rank of 'first' or Infinity,
+# an id of 'abc', a piece of [104, 'x']): each an error item, never a traceback.
+MALFORMED = (ForcedFailure, ValueError, TypeError, KeyError, IndexError, AttributeError,
+             OverflowError, RecursionError)
 
 
 class SlotPool:
@@ -97,23 +102,30 @@ class Forced:
         return await self._run(conn, last_only=True)
 
     async def _run(self, conn: Connection, last_only: bool) -> Reply:
+        """The item's reply; a request that failed, or a reply of any shape kveval cannot
+        read, is an error reply naming the reason (the runner then checks what the reader
+        would refuse: client.checked)."""
         start = time.perf_counter()
         if self.echo is not None:
             return self._as_answer(await send(conn, *self.echo), {"requests": 1})
         try:
             scored, meta = await self._scored(conn, last_only)
-        except ForcedFailure as exc:
+            logprobs = self._logprobs(scored, meta)
+        except MALFORMED as exc:
+            why = str(exc) if isinstance(exc, ForcedFailure) else f"malformed reply ({exc!r})"
             return Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
-                         error=mask(one_line(str(exc))[:300], conn.config.secrets))
-        texts = self.answer.texts
-        if meta["tokens"] == EXACT and texts is not None and len(texts) == len(scored):
-            scored = [(text, own, top) for text, (_, own, top) in zip(texts, scored, strict=True)]
-        logprobs = from_legacy({"tokens": [s[0] for s in scored],
-                                "token_logprobs": [s[1] for s in scored],
-                                "top_logprobs": [s[2] for s in scored]}, self.k, keep_unknown=True)
+                         error=mask(one_line(why)[:300], conn.config.secrets))
         reply = Reply(text=self.answer.text, latency_s=round(time.perf_counter() - start, 4),
                       logprobs=logprobs)
         return self._as_answer(reply, meta)
+
+    def _logprobs(self, scored: list[Scored], meta: dict[str, Any]) -> dict[str, Any]:
+        texts = self.answer.texts
+        if meta["tokens"] == EXACT and texts is not None and len(texts) == len(scored):
+            scored = [(text, own, top) for text, (_, own, top) in zip(texts, scored, strict=True)]
+        return from_legacy({"tokens": [s[0] for s in scored],
+                            "token_logprobs": [s[1] for s in scored],
+                            "top_logprobs": [s[2] for s in scored]}, self.k, keep_unknown=True)
 
     def _as_answer(self, reply: Reply, meta: dict[str, Any]) -> Reply:
         if reply.error is not None:
@@ -202,8 +214,11 @@ class Forced:
 
 
 def _float(value: Any) -> float:
+    """A log-probability: a number, not NaN, not +infinity (-infinity is a probability of 0)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ForcedFailure(f"a log-probability that is not a number: {str(value)[:40]}")
+    if math.isnan(value) or value == math.inf:
+        raise ForcedFailure(f"a log-probability of {value}")
     return float(value)
 
 

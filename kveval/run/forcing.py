@@ -23,15 +23,15 @@ baseline's tokens; chat items are rendered by the server's own template (llama-s
 
 from __future__ import annotations
 
-import json
 import urllib.error
 from dataclasses import dataclass
 from typing import Any
 
 from kveval.run.endpoint import server_root
-from kveval.run.http import fetch
+from kveval.run.http import fetch, parsed
 
 PROBE_TIMEOUT_S = 5.0
+MAX_SLOTS = 4096  # the largest --concurrency: more slots than requests in flight do nothing
 HELLO = [{"role": "user", "content": "Hello"}]
 LACKS = ("it offers none of llama.cpp's /tokenize with /completion, SGLang's /generate, "
          "vLLM's /tokenize with prompt_logprobs")
@@ -71,7 +71,7 @@ class Probe:
         try:
             status, answer = fetch(server_root(self.base_url) + path, self.api_key,
                                    self.timeout, body=body)
-            return json.loads(answer) if status == 200 else None
+            return parsed(answer) if status == 200 else None
         except (urllib.error.URLError, OSError, ValueError):
             return None
 
@@ -113,9 +113,11 @@ def _apply_template(probe: Probe) -> bool:
 
 
 def _slots(fingerprint: dict[str, Any]) -> int | None:
+    """llama-server's slots as /props tells them, believed up to MAX_SLOTS; beyond (a pool
+    of 10**9 slots would never be built), None: the server picks a slot per request."""
     props = fingerprint.get("props")
     slots = props.get("total_slots") if isinstance(props, dict) else None
-    return slots if type(slots) is int and slots > 0 else None
+    return slots if type(slots) is int and 0 < slots <= MAX_SLOTS else None
 
 
 def select(probe: Probe, fingerprint: dict[str, Any], embedded: bool = False) -> Method:

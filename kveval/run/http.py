@@ -20,6 +20,11 @@ from urllib.parse import unquote, urlsplit
 from kveval.safe import redact_url
 
 _CHUNK = 65536
+MAX_REPLY_BYTES = 64 << 20  # a probe's or a token count's whole answer
+
+
+class TooLarge(OSError):
+    """An answer past the cap on what a plain request reads."""
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
@@ -56,23 +61,44 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_SameOriginRedirects())
 
 
-def _read(request: urllib.request.Request, timeout: float, deadline: float) -> tuple[int, bytes]:
+def _read(request: urllib.request.Request, timeout: float, deadline: float,
+          cap: int) -> tuple[int, bytes]:
     try:
         with _OPENER.open(request, timeout=timeout) as response:
-            chunks = []
+            chunks, size = [], 0
             while chunk := response.read1(_CHUNK):
                 if time.monotonic() > deadline:
                     raise TimeoutError("deadline passed")
+                size += len(chunk)
+                if size > cap:
+                    raise TooLarge(f"the answer is larger than {cap >> 20} MiB")
                 chunks.append(chunk)
             return response.status, b"".join(chunks)
     except urllib.error.HTTPError as exc:
         return exc.code, b""
 
 
+def parsed(body: bytes) -> Any:
+    """A plain request's JSON answer; ValueError for one that is not JSON or nests past the
+    cap on what kveval reads (formats/limits.py), never a RecursionError."""
+    from kveval.formats.limits import DEPTH_MESSAGE, too_deep
+
+    try:
+        value = json.loads(body)
+    except ValueError:  # not JSON, not UTF-8
+        raise ValueError("the answer is not JSON") from None
+    except RecursionError:
+        raise ValueError(f"the answer is {DEPTH_MESSAGE}") from None
+    if too_deep(value):
+        raise ValueError(f"the answer is {DEPTH_MESSAGE}")
+    return value
+
+
 def fetch(url: str, api_key: str | None, timeout: float,
-          body: dict[str, Any] | None = None) -> tuple[int, bytes]:
+          body: dict[str, Any] | None = None, cap: int = MAX_REPLY_BYTES) -> tuple[int, bytes]:
     """GET `url` (POST `body` as JSON when given) -> (status, body), all within `timeout`
-    seconds. Raises OSError (TimeoutError past the deadline) or ValueError (a bad URL)."""
+    seconds and `cap` bytes. Raises OSError (TimeoutError past the deadline, TooLarge past
+    the cap) or ValueError (a bad URL)."""
     headers = auth_headers(url, api_key)
     data = None
     if body is not None:
@@ -80,7 +106,7 @@ def fetch(url: str, api_key: str | None, timeout: float,
         data = json.dumps(body).encode("utf-8")
     request = urllib.request.Request(redact_url(url), data=data, headers=headers,
                                      method="POST" if body is not None else "GET")
-    return _within(lambda: _read(request, timeout, time.monotonic() + timeout), timeout)
+    return _within(lambda: _read(request, timeout, time.monotonic() + timeout, cap), timeout)
 
 
 def _within(call: Any, timeout: float) -> tuple[int, bytes]:

@@ -41,8 +41,8 @@ FLOOR = -9999.0  # -inf (a token of probability 0) as a finite JSON number
 def rounded(value: Any) -> float:
     """The log-probability as a finite float, at full precision (-inf becomes FLOOR)."""
     number = float(value)
-    if math.isnan(number):
-        raise ValueError("a log-probability is NaN")
+    if math.isnan(number) or number == math.inf:
+        raise ValueError(f"a log-probability is {number}")
     return FLOOR if math.isinf(number) or number < FLOOR else number
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kveval.errors import EndpointError
-from kveval.run.client import Connection, Reply, asked_k, send
+from kveval.run.client import Connection, Reply, asked_k, checked, send
 from kveval.run.forcing import LACKS
 from kveval.run.runner import Before, Job
 
@@ -42,7 +42,7 @@ def check_longest(jobs: Sequence[Job]) -> Before:
     async def check(conn: Connection) -> None:
         if job.forced is not None:
             return await _check_forced(job, conn)
-        reply = await send(conn, {**job.body, "max_tokens": 1}, job.span)
+        reply = checked(await send(conn, {**job.body, "max_tokens": 1}, job.span))
         error = reply.error
         if error is None:
             _check_logprobs(job, reply)
@@ -61,7 +61,7 @@ def check_longest(jobs: Sequence[Job]) -> Before:
 async def _check_forced(job: Job, conn: Connection) -> None:
     """Teacher forcing: the longest item's longest request, by the run's method; on
     llama-server, a note when it copies its idle slots at every task start (run/slots.py)."""
-    reply = await job.forced.probe(conn)
+    reply = checked(await job.forced.probe(conn))
     method = job.forced.method
     if reply.error is None and reply.logprobs and reply.logprobs["tokens"]:
         if method == "forced_decoding":

@@ -14,8 +14,17 @@ from kveval.adapters.base import Item, TaskSpec
 from kveval.errors import Interrupted
 from kveval.formats.records import ItemRecord
 from kveval.formats.writer import RunWriter
-from kveval.run.client import ClientConfig, Connection, Reply, build_request, make_client, send
-from kveval.run.interrupt import terminated
+from kveval.run.client import (
+    ClientConfig,
+    Connection,
+    Reply,
+    build_request,
+    checked,
+    make_client,
+    send,
+)
+from kveval.run.interrupt import exit_code, how
+from kveval.safe import one_line
 
 Before = Callable[[Connection], Awaitable[None]]
 
@@ -38,8 +47,10 @@ def plan(specs_items: Sequence[tuple[TaskSpec, Sequence[Item]]], model: str, see
 
 
 def to_record(job: Job, reply: Reply) -> ItemRecord:
-    """Pure: the record of one answered (or failed) job, scored by its adapter."""
+    """Pure: the record of one answered (or failed) job, scored by its adapter; a reply the
+    reader would refuse is an error record (client.checked)."""
     item = job.item
+    reply = checked(reply)
     common: dict[str, Any] = {
         "task": item.task,
         "item_id": item.item_id,
@@ -114,7 +125,7 @@ def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
             if "writer" not in state:
                 state["writer"] = stack.enter_context(open_writer())
                 state["bar"] = stack.enter_context(tqdm(
-                    total=len(jobs), desc=description, unit="req", file=sys.stderr,
+                    total=len(jobs), desc=one_line(description), unit="req", file=sys.stderr,
                     dynamic_ncols=True, mininterval=0.25))
             state["writer"].append(record)
             done.append(record)
@@ -139,11 +150,10 @@ def _run(sending: Coroutine[Any, Any, None], state: dict[str, Any]) -> None:
 
 def interrupted(writer: RunWriter | None) -> Interrupted:
     """What a stopped run leaves: how many items its file holds, and how to go on."""
-    how = "SIGTERM" if terminated() else "Ctrl-C"
     if writer is None:
-        return Interrupted(f"interrupted ({how}) before the run file was written; nothing "
-                           "on file changed", 143 if terminated() else 130)
-    return Interrupted(f"interrupted ({how}); {writer.path} is valid and holds "
+        return Interrupted(f"interrupted ({how()}) before the run file was written; nothing "
+                           "on file changed", exit_code())
+    return Interrupted(f"interrupted ({how()}); {writer.path} is valid and holds "
                        f"{writer.count} item(s); `kveval run ... --resume` continues it",
-                       143 if terminated() else 130)
+                       exit_code())
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import random
 import time
 from collections import Counter
@@ -29,6 +28,7 @@ from kveval.formats.records import ItemRecord, Run, RunHeader
 from kveval.formats.unforced import left_out, sentence
 from kveval.formats.writer import check_writable, refuse_inputs
 from kveval.run.client import ClientConfig
+from kveval.run.credentials import api_key
 from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
 from kveval.run.resume import answered_keys, existing_run, kept_items, open_writer
@@ -119,10 +119,6 @@ class Target:
     endpoint_label: str  # what the header records
     model: str
     info: ServerInfo
-
-
-def api_key() -> str | None:
-    return os.environ.get("KVEVAL_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
 
 
 @contextlib.contextmanager
@@ -272,7 +268,9 @@ def replayed(opts: RunOptions, old: Run | None) -> RunOptions:
 
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
-    masking.register(masking.forms(api_key(), opts.endpoint))  # never printed nor written
+    # registered at start-up (cli.main, the --endpoint option) too; here for every caller
+    masking.register_secrets([*masking.key_secrets(api_key()),
+                              *masking.url_secrets(opts.endpoint)])
     if opts.teacher_force:
         return run_forced(opts, started)
     old = existing_run(opts.output, opts.resume, opts.overwrite)

@@ -36,7 +36,7 @@ from kveval.run.calibration import (
     roles_of,
 )
 from kveval.run.endpoint import server_root
-from kveval.run.http import fetch
+from kveval.run.http import fetch, parsed
 from kveval.safe import redact_url
 
 CHAT_PROBE_TIMEOUT_S = 600.0  # a probe request may prefill a whole long prompt
@@ -56,9 +56,9 @@ def _post(url: str, body: dict[str, Any], api_key: str | None, timeout: float) -
     if status != 200:
         raise Unavailable(f"{redact_url(url)}: HTTP {status}")
     try:
-        return json.loads(answer)
-    except ValueError:
-        raise Unavailable(f"{redact_url(url)}: the answer is not JSON") from None
+        return parsed(answer)
+    except ValueError as exc:
+        raise Unavailable(f"{redact_url(url)}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,7 @@ class Server:
         data = _post(url, body, self.api_key, max(self.timeout, CHAT_PROBE_TIMEOUT_S))
         usage = data.get("usage") if isinstance(data, dict) else None
         tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-        if not isinstance(tokens, int) or tokens <= 0:
-            raise Unavailable(f"{url}: the answer carries no usage.prompt_tokens")
-        return tokens
+        return _bounded(tokens, f"{url}: the answer carries no usage.prompt_tokens")
 
 
 # ---------------------------------------------------------------- the counter
@@ -132,14 +130,25 @@ def _vllm(server: Server) -> TokenCounter | None:
     def count(messages: Sequence[Message]) -> int:
         body = {"model": server.model, "messages": list(messages), "add_generation_prompt": True}
         data = server.post("/tokenize", body)
-        if not isinstance(data, dict) or not isinstance(data.get("count"), int):
-            raise Unavailable("/tokenize answered no count")
-        return int(data["count"])
+        return _bounded(data.get("count") if isinstance(data, dict) else None,
+                        "/tokenize answered no count")
 
     try:
         count(_probe_messages(("user",)))
     except Unavailable:
         return None
+    return count
+
+
+def _bounded(count: Any, missing: str) -> int:
+    """A token count a server reports: an integer from 1 to the largest context believed
+    (endpoint.MAX_CONTEXT), else Unavailable (`missing` says what was asked)."""
+    from kveval.run.endpoint import MAX_CONTEXT
+
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+        raise Unavailable(missing)
+    if count > MAX_CONTEXT:
+        raise Unavailable(f"{missing} within {MAX_CONTEXT:,} tokens (it said {count:,})")
     return count
 
 

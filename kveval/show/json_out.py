@@ -52,7 +52,10 @@ def _finite(value: Any) -> Any:
 
 
 def dumps(data: Mapping[str, Any]) -> str:
-    return json.dumps(_finite(dict(data)), ensure_ascii=False, indent=2, allow_nan=False)
+    from kveval.sink import json_text
+
+    return json_text(json.dumps(_finite(dict(data)), ensure_ascii=False, indent=2,
+                                allow_nan=False))
 
 
 def check_json(c: Check) -> dict[str, Any]:

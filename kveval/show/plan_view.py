@@ -30,6 +30,8 @@ def _count(value: int | None) -> str:
 
 def sentence(p: TaskPlan, plan: Plan) -> str:
     t = plan.targets
+    if p.note:
+        return p.note
     if p.kind == "accuracy":
         rate = f"{100 * (p.flip_rate or 0):.1f}% of answers flipping either way"
         want = f"a loss of {t.detect:g} points"

@@ -1,4 +1,4 @@
-"""The harness of bench/hostile_inputs.py: run one kveval command of a given code tree in a
+"""The harness of bench/hostile/inputs.py: run one kveval command of a given code tree in a
 subprocess (a timeout, a memory or file-size ulimit), and say in one short cell what came of
 it, judged by the standard every bad input is held to.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # tests/ holds the fake and hostile servers
 
 PROGRESS = re.compile(r"\d+%\|")  # a tqdm bar on stderr

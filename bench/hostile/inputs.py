@@ -1,4 +1,4 @@
-"""Hostile inputs, before and after: each case of issue 19 reproduced against a kveval code
+"""Hostile inputs, before and after: each case of issues 19 and 26 reproduced against a kveval code
 tree, and judged by the standard every bad input is held to.
 
 It measures, per case, what a user sees: the exit code, whether stderr is one clear line or
@@ -16,9 +16,9 @@ to the tree under test, under a timeout (20 s unless the case needs more) and, w
 needs one, a memory or file-size ulimit. A case killed while busy (not blocked) is run once
 more with three times its timeout, so a loaded machine is not mistaken for a hang.
 
-    python bench/hostile_inputs.py --before /work/old-kveval --after .
-    python bench/hostile_inputs.py --kveval-path DIR [--kveval-path DIR ...]
-    python bench/hostile_inputs.py --after . --only T1,H5
+    python bench/hostile/inputs.py --before /work/old-kveval --after .
+    python bench/hostile/inputs.py --kveval-path DIR [--kveval-path DIR ...]
+    python bench/hostile/inputs.py --after . --only T1,H5
 
 Prints a Markdown table, one row per case and one column per tree (✓ meets the standard,
 ✗ does not), then how many cases each tree holds and the total run time.
@@ -35,10 +35,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import hostile_files as f
-import hostile_lmeval as lm
-import hostile_runs as r
-from hostile_kit import TIMEOUT_SCALE, Outcome
+import echoes as e
+import files as f
+import forcing as tf
+import lmeval as lm
+import outputs as o
+import runs as r
+from kit import TIMEOUT_SCALE, Outcome
 
 Run = Callable[[Path, Path], Outcome]
 
@@ -154,9 +157,120 @@ def small_ones() -> list[Case]:
     ]
 
 
+def check_secrets() -> list[Case]:
+    return [
+        Case("K1", "`check`: the API key served as the model id", e.key_as_model),
+        Case("K2", "`check`: the key in `/version`", e.key_in_version),
+        Case("K3", "`check`: the key URL-encoded and every byte percent-encoded in model ids",
+             e.key_url_encoded),
+        Case("K4", "`check`: the key split across the chunks of a chunked model list",
+             e.key_split_in_chunks),
+        Case("K5", "`check`: the `Basic` header of the URL's credentials echoed in `/props`",
+             e.basic_in_props),
+        Case("K6", "`check`: a `/metrics` label holding the decoded `user:password`",
+             e.pair_in_metrics),
+        Case("K7", "`KVEVAL_API_KEY` ending in CR LF (`check`, `run`)",
+             e.unsendable_key("sk-crlf-secret-4455\r\n")),
+        Case("K8", "`KVEVAL_API_KEY` holding a non-ASCII character (`check`, `run`)",
+             e.unsendable_key("sk-caf\u00e9-secret-4455")),
+        Case("K9", "`http_proxy` set: the proxy receives the key (`check` says so)",
+             e.proxy_told),
+        Case("K10", "`check` on a 300 MB `/metrics`", e.huge_metrics),
+    ]
+
+
+def encodings() -> list[Case]:
+    return [
+        Case("E1", "URL password `p@ss w/rd:X9!` echoed form-encoded (run file, compare)",
+             e.echoed_encoded(e.form_encoded)),
+        Case("E2", "the password echoed percent-encoded in lower-case hex",
+             e.echoed_encoded(e.lower_percent)),
+        Case("E3", "the password echoed with every byte percent-encoded",
+             e.echoed_encoded(e.every_byte)),
+        Case("E4", "base64 of the whole `Bearer sk-...` header echoed (run file, compare)",
+             e.bearer_base64),
+        Case("E5", "lm-eval `model_args.headers.Authorization` (gate, Markdown, page)",
+             lm.lmeval_named("Bearer sk-lmeval-hdr-7777",
+                             headers={"Authorization": "Bearer sk-lmeval-hdr-7777"})),
+        Case("E6", "lm-eval `model_args.key`", lm.lmeval_named("sk-lmeval-key-8888",
+                                                               key="sk-lmeval-key-8888")),
+        Case("E7", "lm-eval `model_args.passphrase`",
+             lm.lmeval_named("horse-battery-9931", passphrase="horse-battery-9931")),
+    ]
+
+
+def teacher_forcing() -> list[Case]:
+    return [Case(key, title, run) for key, title, run in tf.CASES]
+
+
+def outputs() -> list[Case]:
+    import stat
+
+    return [
+        Case("O1", "`report -o` a character device (a `/dev/full` node)",
+             o.onto(o.char_device, stat.S_ISCHR, o.report_to)),
+        Case("O2", "`gate --html` a character device", o.onto(o.char_device, stat.S_ISCHR,
+                                                             o.gate_html)),
+        Case("O3", "`run -o` a character device `--overwrite`",
+             o.onto(o.char_device, stat.S_ISCHR, o.run_to)),
+        Case("O4", "`report -o` a symlink to a character device",
+             o.onto(o.link_to_device, stat.S_ISCHR, o.report_to)),
+        Case("O5", "`report -o` a named pipe", o.onto(o.fifo_node, stat.S_ISFIFO, o.report_to)),
+        Case("O6", "`gate --html` a socket", o.onto_socket),
+        Case("O7", "`run -o` a socket `--overwrite`", o.onto(o.bound_socket, stat.S_ISSOCK,
+                                                            o.run_to)),
+        Case("L1", "`flock` failing with ENOLCK (`run -o`)", o.failing_lock("ENOLCK")),
+        Case("L2", "`flock` failing with EOPNOTSUPP (`run -o`)", o.failing_lock("EOPNOTSUPP")),
+    ]
+
+
+def numbers() -> list[Case]:
+    return [
+        Case("N1", "`plan` with `--detect`, `--alpha`, `--power`, `--detect-drift`, "
+             "`--detect-kl` of nan", o.each_nan(o.PLAN_NANS)),
+        Case("N2", "NaN and infinity in gate, compare, score and run options",
+             o.each_nan(o.OTHER_NANS)),
+        Case("N3", "a pilot whose header names a data folder holding a FIFO `test.jsonl`",
+             o.pilot_naming(o.fifo_data)),
+        Case("N4", "a pilot whose header names `/dev/zero` as its prompt file",
+             o.pilot_naming(lambda folder: "/dev/zero", "prompts", "-v 3000000")),
+    ]
+
+
+def terminals() -> list[Case]:
+    return [
+        Case("C1", "U+009B (CSI) in labels and answers: `gate`, `gate --json`",
+             o.c1_on_stdout(lambda a, b, n: ["gate", "--baseline", a, "--candidate", b,
+                                             "--noise", n],
+                            lambda a, b, n: ["gate", "--baseline", a, "--candidate", b,
+                                             "--noise", n, "--json"])),
+        Case("C2", "U+009B in labels and answers: `compare --show 3`, `compare --json`",
+             o.c1_on_stdout(lambda a, b, n: ["compare", a, b, "--noise", n, "--show", "3"],
+                            lambda a, b, n: ["compare", a, b, "--noise", n, "--json"])),
+        Case("C3", "U+009B in labels and answers: `score --json`",
+             o.c1_on_stdout(lambda a, b, n: ["score", b, "--baseline", a, "--json"])),
+        Case("C4", "a resumed run whose label holds OSC and CSI: the progress bar",
+             o.resumed_label),
+        Case("C5", "`gate --html` a path with escape sequences: the \"wrote the page\" line",
+             o.page_path_escapes),
+    ]
+
+
+def also_seen() -> list[Case]:
+    return [
+        Case("A1", "`plan P --noise Pb` on a prompts-only pilot", o.prompts_pilot),
+        Case("A2", "`plan`'s printed commands for a pilot named `my pilot $(touch owned)`",
+             o.quoted_commands),
+        Case("A3", "SIGTERM during `report`", o.report_terminated),
+        Case("A4", "SIGHUP during `run`", r.interrupted(signal.SIGHUP)),
+    ]
+
+
 GROUPS = {"Secrets": secrets, "Tracebacks": tracebacks, "Hangs": hangs,
           "Wrong verdicts": verdicts, "Files and signals": files_and_signals,
-          "Small ones": small_ones}
+          "Small ones": small_ones, "check's secrets": check_secrets,
+          "Encodings": encodings, "Teacher forcing": teacher_forcing, "Outputs": outputs,
+          "Numbers": numbers, "Terminals": terminals, "Also seen": also_seen}
 
 
 def attempt(case: Case, tree: Path) -> Outcome:

@@ -1,4 +1,4 @@
-"""The cases of bench/hostile_inputs.py that need a server on 127.0.0.1: a server that quotes
+"""The cases of bench/hostile/inputs.py that need a server on 127.0.0.1: a server that quotes
 credentials back or lists the key as its model, an echo server for teacher forcing, slow
 servers for two writers and for signals, and `kveval run` given a named pipe."""
 
@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from hostile_kit import (
+from kit import (
     Outcome,
     Result,
     finish,

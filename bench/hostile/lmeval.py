@@ -1,4 +1,4 @@
-"""The cases of bench/hostile_inputs.py on lm-eval logs: results and samples files of the
+"""The cases of bench/hostile/inputs.py on lm-eval logs: results and samples files of the
 wrong shape, samples without a response or with two, and `model_args` holding a secret.
 Each copies tests/fixtures/lmeval's 0.4.13 log and edits the copy."""
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hostile_kit import ROOT, Outcome, first_failing, judged, kveval, leaks, read, unsaid_regression
+from kit import ROOT, Outcome, first_failing, judged, kveval, leaks, read, unsaid_regression
 
 LMEVAL = ROOT / "tests" / "fixtures" / "lmeval" / "0.4.13"
 LMEVAL_KEY = "sk-lmeval-secret-2222"
@@ -104,3 +104,29 @@ def lmeval_secret(tree: Path, folder: Path) -> Outcome:
         outcomes.append((name, judged(r, (0, 1), unsaid_regression(r),
                                       leaks({"the api_key": LMEVAL_KEY}, places))))
     return first_failing(outcomes)
+
+
+def with_model_args(**args: Any) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["config"]["model_args"] = {**data["config"]["model_args"], **args}
+    return change
+
+
+def lmeval_named(secret: str, **args: Any) -> Callable[[Path, Path], Outcome]:
+    """model_args holding a secret under a name other than api_key or *_token: the setup
+    diff of gate, gate --markdown and the page."""
+    def case(tree: Path, folder: Path) -> Outcome:
+        a = str(lmeval_copy(folder, "a"))
+        b = str(edit_results(lmeval_copy(folder, "b", "completions-b"), with_model_args(**args)))
+        page = folder / "page.html"
+        runs = {"gate": ("gate", "--baseline", a, "--candidate", b),
+                "gate --markdown": ("gate", "--baseline", a, "--candidate", b, "--markdown"),
+                "report": ("report", "--baseline", a, "--candidate", b, "-o", str(page))}
+        outcomes = []
+        for name, argv in runs.items():
+            r = kveval(tree, folder, *argv)
+            places = {"stdout": r.out, "stderr": r.err, "the page": read(page)}
+            outcomes.append((name, judged(r, (0, 1), unsaid_regression(r),
+                                          leaks({"the secret": secret}, places))))
+        return first_failing(outcomes)
+    return case

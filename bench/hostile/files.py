@@ -1,4 +1,4 @@
-"""The cases of bench/hostile_inputs.py that need no server: hostile run files, answer
+"""The cases of bench/hostile/inputs.py that need no server: hostile run files, answer
 arrays, a named pipe, /dev/zero, a file-size ulimit. Each builds its input in a
 folder of its own and judges what the verdict commands did with it."""
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hostile_kit import (
+from kit import (
     Outcome,
     Result,
     first_failing,
