@@ -99,7 +99,7 @@ llama-server: $(LLAMA_SERVER)
 # its .gitignore, whose `lib/` would keep the libraries out of the wheel
 $(LLAMA_PY_SRC)/pyproject.toml: | $(BIN)/python
 	@mkdir -p build/sdist
-	$(BIN)/pip download --quiet --no-deps --no-binary :all: \
+	$(BIN)/pip download --quiet --no-deps --no-binary llama-cpp-python \
 		llama-cpp-python==$(LLAMA_CPP_PYTHON) -d build/sdist
 	rm -rf $(LLAMA_PY_SRC) && mkdir -p $(LLAMA_PY_SRC)
 	tar -xzf build/sdist/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_PY_SRC) \
