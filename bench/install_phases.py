@@ -17,8 +17,8 @@ PROGRESS = re.compile(r"\[\s*(\d+)(/\d+|%)\]\s+(?:Building \w+ object|Linking \w
 OBJECT_TARGET = re.compile(r"CMakeFiles/([^/]+)\.dir/")
 LIBRARY_NAME = re.compile(r"^(?:lib)?(.+?)(?:\.so[.\d]*|\.a)?$")
 DOWNLOAD = re.compile(r"Downloading \S+?(?:\.whl|\.tar\.gz|\.zip) \(([\d.]+) (kB|MB|GB)\)")
-BUILDING = re.compile(r"Building (?:wheel|editable) for (\S+)")
-CREATED = re.compile(r"Created wheel for (\S+?):")
+BUILDING = re.compile(r"Building (?:wheel|editable) for (\S+) \(pyproject\.toml\): started")
+BUILT = re.compile(r"Building (?:wheel|editable) for (\S+) \(pyproject\.toml\): finished")
 UNITS = {"kB": 1e-3, "MB": 1.0, "GB": 1e3}
 
 
@@ -54,8 +54,23 @@ def _first(lines: list[Line], needle: str) -> float | None:
     return next((x.t for x in lines if needle in x.text), None)
 
 
+def _outside_build_envs(lines: list[Line]) -> list[Line]:
+    """The lines of pip's own run: a build backend's dependencies are installed by another
+    pip, whose lines (collecting, installing) go to the same log."""
+    kept, inside = [], False
+    for x in lines:
+        if "Installing build dependencies: started" in x.text:
+            inside = True
+        elif "Installing build dependencies: finished" in x.text:
+            inside = False
+        elif not inside:
+            kept.append(x)
+    return kept
+
+
 def pip_phases(lines: list[Line], step: Step) -> list[tuple[str, float, float]]:
     """(label, start, end) of resolution and downloads, each wheel built, the install."""
+    lines = _outside_build_envs(lines)
     installing = _first(lines, "Installing collected packages")
     building = _first(lines, "Building wheels for collected packages")
     if installing is None and building is None:
@@ -66,13 +81,12 @@ def pip_phases(lines: list[Line], step: Step) -> list[tuple[str, float, float]]:
     for x in lines:
         built = BUILDING.search(x.text)
         if built:
-            name = built[1]
-            done = next((y.t for y in lines if y.t >= x.t and (c := CREATED.search(y.text))
-                         and c[1] == name), step.end)
-            phases.append((f"wheel: {name}", x.t, done))
+            done = next((y.t for y in lines if y.t >= x.t and (b := BUILT.search(y.text))
+                         and b[1] == built[1]), step.end)
+            phases.append((f"wheel: {built[1]}", x.t, done))
     if installing is not None:
         finished = _first([x for x in lines if x.t >= installing], "Successfully installed")
-        phases.append(("install", installing, finished or step.end))
+        phases.append(("install (unpack, byte-compile)", installing, finished or step.end))
     return phases
 
 
