@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from kveval.judge.detect import detectable_loss, items_for_loss, mcnemar_power
 from tests.clirun import kveval
 from tests.test_cli_verdicts import fingerprint, gsm8k_items, header, prompt_items, write
