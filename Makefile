@@ -10,8 +10,9 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=O
 # vendors: its shared libraries are the embedded engine's (llama, ggml: what the demo needs)
 # and its llama-server is the integration tests' (llama-common, mtmd and the server on top).
 # Only those targets compile: no tools, examples, tests or web UI, the CPU backend alone.
-# Re-configured when this file changes (ninja then recompiles only what a changed flag
-# touches); a build folder made from another source is started over.
+# Re-configured when the configure arguments change (ninja then recompiles only what a changed
+# flag touches), downloaded and unpacked again when the version does (a build folder made from
+# another source is started over); an edit elsewhere in this file reinstalls and rebuilds nothing.
 LLAMA_CPP_PYTHON ?= 0.3.36
 LLAMA_PY_SRC := build/llama-cpp-python
 LLAMA_SRC    := $(LLAMA_PY_SRC)/vendor/llama.cpp
@@ -20,6 +21,8 @@ LLAMA_BIN    := $(LLAMA_BUILD)/bin
 LLAMA_SERVER := $(LLAMA_BIN)/llama-server
 LLAMA_CONFIGURED := $(LLAMA_BUILD)/.configured
 LLAMA_LIBS   := $(LLAMA_BUILD)/.engine-libs
+LLAMA_VERSION_STAMP := build/.llama-cpp-python-version
+LLAMA_ARGS_STAMP    := build/.llama-configure-args
 ENGINE_LIBS  := llama ggml ggml-base ggml-cpu
 LLAMA_CONFIGURE_ARGS := -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
 	-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
@@ -35,7 +38,7 @@ BENCH_LIMIT ?= 8
 # modules kveval never imports); Python writes each one as its module is first imported.
 PIP_INSTALL := $(BIN)/pip install --no-compile
 
-.PHONY: venv install install-local test lint demo bench llama-server fuzz
+.PHONY: venv install install-local test lint demo bench llama-server fuzz FORCE
 
 venv: $(BIN)/python
 
@@ -101,7 +104,7 @@ llama-server: $(LLAMA_SERVER)
 
 # the sdist, unpacked without llama.cpp's git history, vocab models and docs, and without
 # its .gitignore, whose `lib/` would keep the libraries out of the wheel
-$(LLAMA_PY_SRC)/pyproject.toml: | $(BIN)/python
+$(LLAMA_PY_SRC)/pyproject.toml: $(LLAMA_VERSION_STAMP) | $(BIN)/python
 	@mkdir -p build/sdist
 	$(BIN)/pip download --quiet --no-deps --no-binary llama-cpp-python \
 		llama-cpp-python==$(LLAMA_CPP_PYTHON) -d build/sdist
@@ -112,7 +115,14 @@ $(LLAMA_PY_SRC)/pyproject.toml: | $(BIN)/python
 		--exclude='llama_cpp_python-$(LLAMA_CPP_PYTHON)/.gitignore'
 	touch $@
 
-$(LLAMA_CONFIGURED): $(LLAMA_PY_SRC)/pyproject.toml Makefile
+# each stamp holds its value and is rewritten (a newer file) only when the value changes
+$(LLAMA_VERSION_STAMP): FORCE
+	@mkdir -p $(@D) && echo '$(LLAMA_CPP_PYTHON)' | cmp -s - $@ || echo '$(LLAMA_CPP_PYTHON)' > $@
+
+$(LLAMA_ARGS_STAMP): FORCE
+	@mkdir -p $(@D) && echo '$(LLAMA_CONFIGURE_ARGS)' | cmp -s - $@ || echo '$(LLAMA_CONFIGURE_ARGS)' > $@
+
+$(LLAMA_CONFIGURED): $(LLAMA_PY_SRC)/pyproject.toml $(LLAMA_ARGS_STAMP)
 	grep -qsxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(abspath $(LLAMA_SRC))' \
 		$(LLAMA_BUILD)/CMakeCache.txt || rm -rf $(LLAMA_BUILD)
 	cmake -S $(LLAMA_SRC) -B $(LLAMA_BUILD) $(LLAMA_CONFIGURE_ARGS) \
