@@ -216,8 +216,8 @@ def _preflight(target: Target, pending: Sequence[Job]) -> Any:
 
 def run_forced(opts: RunOptions, started: float) -> int:
     """--teacher-force BASE: the baseline's own answers, scored under this server by the
-    best method it offers (run/forcing.py), chosen before any item is sent."""
-    from kveval.run import teacher
+    best method it offers (run/forcing/method.py), chosen before any item is sent."""
+    from kveval.run.forcing import plan as teacher
 
     refuse_inputs(opts.output, [opts.teacher_force, opts.engine.get("model_path")])
     baseline = teacher.load_baseline(str(opts.teacher_force))

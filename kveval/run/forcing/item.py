@@ -1,4 +1,4 @@
-"""One teacher-forced item's exchange with the server, by the method run/forcing.py chose.
+"""One teacher-forced item's exchange with the server, by the method run/forcing/method.py chose.
 
 Every method ends in the same record: the baseline's answer as the output, with the
 baseline's own `finish_reason` and usage (the item stands for that answer, not for the
@@ -19,7 +19,7 @@ from typing import Any
 
 from kveval.masking import mask
 from kveval.run.client import Connection, Reply, send
-from kveval.run.forced_tokens import (
+from kveval.run.forcing.token_ids import (
     EXACT,
     RETOKENIZED,
     UNCHECKED,
@@ -147,7 +147,7 @@ class Forced:
 
     async def _checked(self, conn: Connection, prompt: list[int], recorded: Sequence[str],
                        last_only: bool) -> tuple[list[Scored], dict[str, Any]]:
-        """vLLM and SGLang answer ids without pieces: each way's ids (forced_tokens.py) in
+        """vLLM and SGLang answer ids without pieces: each way's ids (token_ids.py) in
         turn, until a scoring reply's tokens are the baseline's."""
         tok, requests, match = self.tokenizer, 0, RETOKENIZED
         scored: list[Scored] = []
