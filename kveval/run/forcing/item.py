@@ -1,4 +1,5 @@
-"""One teacher-forced item's exchange with the server, by the method run/forcing/method.py chose.
+"""One teacher-forced item's exchange with the server, by the method method.py chose (one
+module per method: decoding.py, prompt_logprobs.py, sglang.py; echo through client.send).
 
 Every method ends in the same record: the baseline's answer as the output, with the
 baseline's own `finish_reason` and usage (the item stands for that answer, not for the
@@ -9,59 +10,31 @@ it fell outside a top-K that is all the server reports) and the top-K under this
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import math
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kveval.masking import mask
 from kveval.run.client import Connection, Reply, send
+from kveval.run.forcing import decoding, prompt_logprobs, sglang
+from kveval.run.forcing.decoding import SlotPool
+from kveval.run.forcing.scores import Scored
 from kveval.run.forcing.token_ids import (
     EXACT,
     RETOKENIZED,
     UNCHECKED,
     ForcedFailure,
     Tokenizer,
-    post_json,
     same_tokens,
 )
-from kveval.run.logprobs import from_legacy, outcomes
+from kveval.run.logprobs import from_legacy
 from kveval.safe import one_line
 
-# one scored position: the answer token's text, its log-probability (None: outside the
-# top-K), and the top-K {text: log-probability}, two ids of one text summed (logprobs.outcomes)
-Scored = tuple[str, float | None, dict[str, float]]
 # What reading a server's reply of the wrong shape raises (a rank of 'first' or Infinity,
 # an id of 'abc', a piece of [104, 'x']): each an error item, never a traceback.
 MALFORMED = (ForcedFailure, ValueError, TypeError, KeyError, IndexError, AttributeError,
              OverflowError, RecursionError)
-
-
-class SlotPool:
-    """llama-server's slots, one item at a time on each, so an item's positions reuse the
-    prefix its slot holds. None slots: the server picks (it prefers the best cached match)."""
-
-    def __init__(self, slots: int | None) -> None:
-        self.slots = slots
-        self._free: asyncio.Queue[int] | None = None
-
-    @contextlib.asynccontextmanager
-    async def take(self) -> AsyncIterator[int | None]:
-        if self.slots is None:
-            yield None
-            return
-        if self._free is None:
-            self._free = asyncio.Queue()
-            for slot in range(self.slots):
-                self._free.put_nowait(slot)
-        slot = await self._free.get()
-        try:
-            yield slot
-        finally:
-            self._free.put_nowait(slot)
 
 
 @dataclass(frozen=True)
@@ -168,106 +141,8 @@ class Forced:
         if not ids:
             raise ForcedFailure("the answer has no tokens")
         if self.method == "forced_decoding":
-            return await self._decode(conn, prompt, ids, pieces, last_only)
+            return await decoding.score(self, conn, prompt, ids, pieces, last_only)
         if self.method == "sglang_generate":
-            return sglang_scored(await post_json(conn, self.tokenizer.root + "/generate",
-                                                 self._sglang_body(prompt, ids)), ids), 1
-        return vllm_scored(await post_json(conn, self.base_url + "/completions",
-                                           self._vllm_body(prompt, ids)), ids, self.k), 1
+            return await sglang.score(self, conn, prompt, ids)
+        return await prompt_logprobs.score(self, conn, prompt, ids)
 
-    async def _decode(self, conn: Connection, prompt: list[int], ids: list[int],
-                      pieces: list[str] | None, last_only: bool) -> tuple[list[Scored], int]:
-        """Forced decoding: one request per position, in order, on one slot."""
-        positions = [len(ids) - 1] if last_only else range(len(ids))
-        scored: list[Scored] = []
-        async with (self.pool or SlotPool(None)).take() as slot:
-            for i in positions:
-                body = self._decode_body(prompt + ids[:i], slot)
-                data = await post_json(conn, self.tokenizer.root + "/completion", body)
-                scored.append(decoded(data, ids[i], pieces[i] if pieces else None))
-        return scored, len(scored)
-
-    def _decode_body(self, prompt: list[int], slot: int | None) -> dict[str, Any]:
-        body = {**self.extra, "prompt": prompt, "n_predict": 1, "n_probs": self.k,
-                "temperature": 0.0, "cache_prompt": True}
-        if slot is not None:
-            body["id_slot"] = slot
-        if self.seed is not None:
-            body["seed"] = self.seed
-        return body
-
-    def _sglang_body(self, prompt: list[int], ids: list[int]) -> dict[str, Any]:
-        sampling = {"max_new_tokens": 1, "temperature": 0.0}
-        return {**self.extra, "input_ids": prompt + ids, "sampling_params": sampling,
-                "return_logprob": True, "logprob_start_len": max(len(prompt) - 1, 0),
-                "top_logprobs_num": self.k, "return_text_in_logprobs": True}
-
-    def _vllm_body(self, prompt: list[int], ids: list[int]) -> dict[str, Any]:
-        body = {**self.extra, "model": self.tokenizer.model, "prompt": prompt + ids,
-                "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": self.k}
-        if self.seed is not None:
-            body["seed"] = self.seed
-        return body
-
-
-# ---------------------------------------------------------------- the replies
-
-
-def _float(value: Any) -> float:
-    """A log-probability: a number, not NaN, not +infinity (-infinity is a probability of 0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ForcedFailure(f"a log-probability that is not a number: {str(value)[:40]}")
-    if math.isnan(value) or value == math.inf:
-        raise ForcedFailure(f"a log-probability of {value}")
-    return float(value)
-
-
-def decoded(data: Any, want: int, piece: str | None) -> Scored:
-    """llama-server's /completion reply with n_probs: the first generated position's top-K
-    (log-probabilities of the raw logits, before any sampler), and the forced token's."""
-    try:
-        first = data["completion_probabilities"][0]
-        tops = first["top_logprobs"]
-        top = outcomes((str(t["token"]), _float(t["logprob"])) for t in tops)
-        own = next((_float(t["logprob"]) for t in tops if t["id"] == want), None)
-        text = piece if piece is not None else next(
-            (str(t["token"]) for t in tops if t["id"] == want), "")
-    except (KeyError, IndexError, TypeError) as exc:
-        raise ForcedFailure(f"the server answered no top-K log-probabilities ({exc!r})") from None
-    return text, own, top
-
-
-def vllm_scored(data: Any, ids: list[int], k: int) -> list[Scored]:
-    """vLLM's `prompt_logprobs`: per prompt position {token id: {logprob, rank,
-    decoded_token}} holding the top-K and the prompt's own token."""
-    try:
-        rows = data["choices"][0]["prompt_logprobs"][-len(ids):]
-        if len(rows) != len(ids):
-            raise ForcedFailure("the server returned fewer prompt log-probabilities than tokens")
-        return [_vllm_position(row, want, k) for row, want in zip(rows, ids, strict=True)]
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise ForcedFailure(f"the server returned no prompt log-probabilities ({exc!r})") from None
-
-
-def _vllm_position(row: dict[str, Any], want: int, k: int) -> Scored:
-    """The prompt's own token is listed beside the top-K when it ranks below them."""
-    own = row[str(want)]
-    top = outcomes((str(e["decoded_token"]), _float(e["logprob"])) for e in row.values()
-                   if int(e["rank"]) <= k)
-    return str(own["decoded_token"]), _float(own["logprob"]), top
-
-
-def sglang_scored(data: Any, ids: list[int]) -> list[Scored]:
-    """SGLang's /generate meta_info: `input_token_logprobs` as [logprob, id, text] and
-    `input_top_logprobs` as lists of them, from `logprob_start_len` on."""
-    try:
-        meta = data["meta_info"]
-        own = meta["input_token_logprobs"][-len(ids):]
-        tops = meta["input_top_logprobs"][-len(ids):]
-        if len(own) != len(ids) or [int(o[1]) for o in own] != ids:
-            raise ForcedFailure("the input log-probabilities are not the answer's tokens")
-        return [(str(o[2]), _float(o[0]), outcomes((str(t[2]), _float(t[0]))
-                                                   for t in top or ()))
-                for o, top in zip(own, tops, strict=True)]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise ForcedFailure(f"the server returned no input log-probabilities ({exc!r})") from None

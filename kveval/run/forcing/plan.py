@@ -234,7 +234,7 @@ def plan_run(baseline: Run, base_url: str, model: str, fingerprint: dict[str, An
     method cannot serve."""
     import click
 
-    from kveval.run.forcing.item import SlotPool
+    from kveval.run.forcing.decoding import SlotPool
     from kveval.run.forcing.method import Probe, select
     from kveval.safe import one_line
 
