@@ -26,12 +26,11 @@ from kveval.errors import EXIT_OK, EXIT_REGRESSION, DataError, UsageError
 from kveval.formats.limits import check_input
 from kveval.formats.records import ItemRecord, Run, RunHeader
 from kveval.formats.unforced import left_out, sentence
-from kveval.formats.writer import check_writable, refuse_inputs
 from kveval.run.client import ClientConfig
 from kveval.run.credentials import api_key
 from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
-from kveval.run.resume import answered_keys, existing_run, kept_items, open_writer
+from kveval.run.runfile import RunFile
 from kveval.run.runner import Job, execute, plan
 from kveval.run.tasks import (
     Suite,
@@ -219,10 +218,9 @@ def run_forced(opts: RunOptions, started: float) -> int:
     best method it offers (run/forcing/method.py), chosen before any item is sent."""
     from kveval.run.forcing import plan as teacher
 
-    refuse_inputs(opts.output, [opts.teacher_force, opts.engine.get("model_path")])
+    out = RunFile.claim(opts.output, opts.resume, opts.overwrite,
+                        [opts.teacher_force, opts.engine.get("model_path")])
     baseline = teacher.load_baseline(str(opts.teacher_force))
-    old = existing_run(opts.output, opts.resume, opts.overwrite)
-    check_writable(opts.output)
     with open_target(opts, logits_all=True) as target:
         plan, method = teacher.plan_run(baseline, target.base_url, target.model,
                                         target.info.fingerprint, opts, api_key(),
@@ -234,19 +232,18 @@ def run_forced(opts: RunOptions, started: float) -> int:
         header = dataclasses.replace(header, teacher_force={
             "baseline": baseline.header.label or baseline.path.stem, **method.header(),
             "unforced": plan.unforced or None})
-        return send_all(opts, target, header, plan.jobs, old, started)
+        return send_all(opts, target, header, plan.jobs, out, started)
 
 
 def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job],
-             old: Run | None, started: float, order: Sequence[str] = ()) -> int:
+             out: RunFile, started: float, order: Sequence[str] = ()) -> int:
     """Send what the run file does not hold yet, append each record, print the summary."""
     config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
-    done = answered_keys(old, header, [job.item for job in jobs])
+    done = out.pending(header, [job.item for job in jobs])
     pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
-    records = execute(pending, config, opts.concurrency,
-                      lambda: open_writer(opts.output, opts.overwrite, header, old, done),
+    records = execute(pending, config, opts.concurrency, lambda: out.writer(header),
                       f"run {opts.label}", before=_preflight(target, pending))
-    every = kept_items(old, done) + records
+    every = out.every(records)
     return summarize(opts, every, records, time.perf_counter() - started, order,
                      sentence(left_out(header.teacher_force, every)))
 
@@ -273,12 +270,11 @@ def run_session(opts: RunOptions) -> int:
                               *masking.url_secrets(opts.endpoint)])
     if opts.teacher_force:
         return run_forced(opts, started)
-    old = existing_run(opts.output, opts.resume, opts.overwrite)
-    opts = replayed(opts, old)
-    check_writable(opts.output)
+    out = RunFile.claim(opts.output, opts.resume, opts.overwrite)
+    opts = replayed(opts, out.old)
     resolved = resolve(opts)
-    refuse_inputs(opts.output, [opts.suite, opts.engine.get("model_path"),
-                                *(spec.data for spec in resolved.specs)])
+    out.refuse_inputs([opts.suite, opts.engine.get("model_path"),
+                       *(spec.data for spec in resolved.specs)])
     loaded, sources = {}, {}
     for spec in resolved.specs:
         loaded[spec.name], sources[spec.name] = load_task_data(spec)
@@ -288,10 +284,10 @@ def run_session(opts: RunOptions) -> int:
         header = make_header(opts, target, resolved, {**sources, **sizing},
                              {spec.name: len(items) for spec, items in built})
         jobs = in_order(plan(built, target.model, opts.seed, resolved.extra_body),
-                        old.header if old else header)  # a resumed run keeps its order
+                        out.old.header if out.old else header)  # a resumed run keeps its order
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
-        return send_all(opts, target, header, jobs, old, started,
+        return send_all(opts, target, header, jobs, out, started,
                         [spec.name for spec in resolved.specs])
 
 
