@@ -44,9 +44,9 @@ from kveval.judge.decide import (
     warnings_family,
 )
 from kveval.judge.detect import Detectable, task_detectable
-from kveval.judge.divergence import TaskDivergence, task_divergences
 from kveval.judge.floor import CountTest
 from kveval.judge.inputs import Inputs, prepared
+from kveval.judge.kl_test import TaskDivergence, task_divergences
 from kveval.judge.pooled import pooled_accuracy
 from kveval.judge.setup import (
     Difference,
