@@ -1,4 +1,5 @@
-"""One `kveval run`, start to end: resolve specs, load data, probe the endpoint, send, summarize.
+"""One `kveval run`, start to end: resolve specs and data (resolve.py), probe the endpoint,
+claim the run file (runfile.py), send, summarize.
 
 Everything that can be checked before a request is sent is checked first, so bad input
 fails in one line within seconds and an existing run file is never touched by mistake.
@@ -14,7 +15,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import click
@@ -22,91 +22,19 @@ import click
 from kveval import __version__, masking
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import BuildContext, Item, TaskSpec
-from kveval.errors import EXIT_OK, EXIT_REGRESSION, DataError, UsageError
-from kveval.formats.limits import check_input
+from kveval.errors import EXIT_OK, EXIT_REGRESSION, UsageError
 from kveval.formats.records import ItemRecord, Run, RunHeader
 from kveval.formats.unforced import left_out, sentence
 from kveval.run.client import ClientConfig
 from kveval.run.credentials import api_key
 from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
+from kveval.run.resolve import LONG_CONTEXT, Resolved, load_task_data, resolve
 from kveval.run.runfile import RunFile
 from kveval.run.runner import Job, execute, plan
-from kveval.run.tasks import (
-    Suite,
-    builtin_spec,
-    override,
-    read_suite,
-    resolve_builtin_data,
-    resolve_fewshot,
-)
 from kveval.safe import one_line
 
 EMBEDDED = "embedded"
-# sized in server tokens
-LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence", "copy", "mrcr"})
-
-
-# ---------------------------------------------------------------- specs and data
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """The resolved tasks and the run-wide settings: the suite's, then the options'."""
-
-    specs: list[TaskSpec]
-    setup: dict[str, str]
-    extra_body: dict[str, Any] | None
-
-
-def resolve(opts: RunOptions) -> Resolved:
-    suite = read_suite(opts.suite) if opts.suite else Suite([])
-    specs = list(opts.specs) + list(suite.specs)
-    specs += [builtin_spec(name) for name in opts.task_names if name not in {s.name for s in specs}]
-    if opts.fewshot and not any(spec.adapter == "gsm8k" for spec in specs):
-        raise UsageError("--fewshot, --shots and --fewshot-seed apply to the gsm8k task only")
-    resolved = [resolve_fewshot(resolve_builtin_data(_apply_options(spec, opts)))
-                for spec in specs]
-    for spec in resolved:
-        if spec.temperature != 0:
-            raise UsageError(f"task {spec.name!r}: temperature {spec.temperature}: kveval runs "
-                             "at temperature 0 only")
-        if spec.adapter not in ADAPTERS:
-            raise UsageError(f"task {spec.name!r}: no adapter {spec.adapter!r}")
-    extra = {**suite.extra_body, **(opts.extra_body or {})}
-    return Resolved(resolved, {**suite.setup, **opts.setup}, extra or None)
-
-
-def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
-    data = None
-    if spec.adapter == "gsm8k" and opts.data:
-        data = opts.data
-    if spec.adapter == "prompts" and opts.prompts_file:
-        data = opts.prompts_file
-    params = {k: v for k, v in opts.params.items() if k != "copy_lengths" or spec.adapter == "copy"}
-    params = params if spec.adapter in LONG_CONTEXT else {}
-    if spec.adapter == "gsm8k":
-        params = opts.fewshot
-    if opts.logprobs is not None:
-        params = {**params, "logprobs": opts.logprobs}
-    return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
-                    params=params)
-
-
-def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
-    """The adapter's data and its source (path or dataset revision), for the header."""
-    from kveval.run import data
-
-    if spec.adapter == "gsm8k":
-        gsm8k = data.load_gsm8k(spec.data)
-        return gsm8k, gsm8k.source
-    if spec.adapter == "prompts":
-        if not spec.data:
-            raise UsageError("the prompts task needs a prompt file: --prompts FILE")
-        check_input(Path(spec.data).expanduser(), error=DataError)  # a FIFO would block
-        prompts = data.load_prompts(spec.data)
-        return prompts, prompts.source
-    return None, None
 
 
 # ---------------------------------------------------------------- the endpoint
