@@ -21,7 +21,7 @@ that task.
 
     .venv/bin/python bench/gate_calibration.py [--reps 200] [--jobs 2] [--quick] [--write]
 
-`--write` puts the table into the README between its calibration markers and the A/A rates
+`--write` puts the table into docs/calibration.md between its markers and the A/A rates
 into kveval/judge/calibration.py, which the gate prints beside a verdict with fewer than two
 noise runs.
 """
@@ -151,13 +151,13 @@ def write_rates(results: dict[Cell, float], reps: int) -> None:
                     + rest.split(end, 1)[1])
 
 
-def write_readme(body: str) -> None:
-    path = ROOT / "README.md"
+def write_page(body: str) -> None:
+    path = ROOT / "docs" / "calibration.md"
     text = path.read_text()
     begin, end = "<!-- calibration table: bench/gate_calibration.py --write -->", \
         "<!-- end of calibration table -->"
     if begin not in text:
-        raise SystemExit(f"README.md has no {begin!r} marker")
+        raise SystemExit(f"{path} has no {begin!r} marker")
     head, rest = text.split(begin, 1)
     path.write_text(head + begin + "\n" + body + "\n" + end + rest.split(end, 1)[1])
 
@@ -176,7 +176,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--load", nargs="*", default=[],
                         help="measure nothing: read cells saved by --save (several join)")
     parser.add_argument("--write", action="store_true",
-                        help="write the table into README.md and the rates into calibration.py")
+                        help="write the table into docs/calibration.md, the rates into "
+                        "calibration.py")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     if args.load:
@@ -196,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(body)
     print(f"({time.perf_counter() - started:.0f} s)")
     if args.write:
-        write_readme(body)
+        write_page(body)
         write_rates(results, args.reps)
 
 

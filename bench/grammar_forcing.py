@@ -27,7 +27,7 @@ from llama_server import BINARY, llama_server  # noqa: E402
 
 from kveval.formats.reader import read_run  # noqa: E402
 from kveval.judge.divergence import kl_topk  # noqa: E402
-from kveval.run.forced_tokens import recorded_tokens  # noqa: E402
+from kveval.run.forcing.token_ids import recorded_tokens  # noqa: E402
 
 
 def post(root: str, path: str, body: dict) -> dict:

@@ -32,7 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kveval.judge.divergence import ItemDivergence, Position, kl_test  # noqa: E402
+from kveval.judge.divergence import ItemDivergence, Position  # noqa: E402
+from kveval.judge.kl_test import kl_test  # noqa: E402
 from kveval.judge.plan import Targets, divergence_plan  # noqa: E402
 
 ITEM_GRID = (10, 20, 30, 50, 75, 100, 150, 200, 300, 489, 700, 1000, 1500, 2500, 4000)

@@ -1,6 +1,7 @@
-"""The command reference, written from the click commands themselves so it cannot drift.
+"""The command reference, written from the click commands themselves so it cannot drift, and
+the layout in docs/architecture.md, one line per folder and module from its docstring.
 
-    .venv/bin/python docs/generate.py          # rewrite docs/commands/*.md
+    .venv/bin/python docs/generate.py          # rewrite docs/commands/*.md and the layout
     .venv/bin/python docs/generate.py --check  # exit 1 where a page differs (tests/test_docs.py)
 
 Each command gets a page: its usage line, its help text, and a table of every option (flags,
@@ -11,6 +12,7 @@ beside them (docs/*.md) are written by hand and link here.
 from __future__ import annotations
 
 import argparse
+import ast
 import inspect
 import sys
 from collections.abc import Iterator
@@ -20,6 +22,8 @@ import click
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "commands"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+LAYOUT = ("<!-- layout: docs/generate.py -->", "<!-- end of layout -->")
 
 
 def _cell(text: str) -> str:
@@ -78,7 +82,31 @@ def pages() -> dict[Path, str]:
     index += [f"- [`kveval {name}`]({name}.md): {_cell(command.get_short_help_str(90))}"
               for name, command in sorted(cli.commands.items())]
     found[OUT / "README.md"] = "\n".join(index) + "\n"
+    found[ARCHITECTURE] = architecture()
     return found
+
+
+def _summary(path: Path) -> str:
+    """A module's docstring, its first sentence, on one line."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    first = " ".join(doc.split("\n\n")[0].split())
+    return _cell(first.split(". ")[0].rstrip("."))
+
+
+def layout() -> str:
+    """One row per folder (its __init__) and per module under it, in path order."""
+    rows = ["| module | what it holds |", "| --- | --- |"]
+    for path in sorted((ROOT / "kveval").rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        shown = f"{rel.parent}/" if path.name == "__init__.py" else str(rel)
+        rows.append(f"| `{shown}` | {_summary(path)} |")
+    return "\n".join(rows)
+
+
+def architecture() -> str:
+    text = ARCHITECTURE.read_text()
+    head, rest = text.split(LAYOUT[0], 1)
+    return f"{head}{LAYOUT[0]}\n{layout()}\n{LAYOUT[1]}{rest.split(LAYOUT[1], 1)[1]}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     for path, text in pages().items():
         path.write_text(text)
     known = set(pages())
-    for path in OUT.glob("*.md"):
+    for path in OUT.glob("*.md"):  # a page of a command that is gone
         if path not in known:
             path.unlink()
     return 0

@@ -15,9 +15,9 @@ Shapes, as the servers document them:
   /apply-template {messages} -> {prompt}, /completion {prompt: ids, n_predict, n_probs,
   id_slot, cache_prompt} -> completion_probabilities and timings.cache_n; GET /props with
   total_slots. Its slots and prompt cache follow tools/server/server-context.cpp in what
-  run/slots.py reads: with `idle_cache`, a task's start saves every other slot's prompt; a
-  slot given a prompt sharing under half of its own saves its own and loads the longest saved
-  prefix of the new one.
+  run/forcing/idle_slots.py reads: with `idle_cache`, a task's start saves every other slot's
+  prompt; a slot given a prompt sharing under half of its own saves its own and loads the
+  longest saved prefix of the new one.
 - vLLM: POST /tokenize {model, prompt | messages} -> {tokens, count, max_model_len};
   /v1/completions with token ids and prompt_logprobs -> choices[0].prompt_logprobs, one
   {id: {logprob, rank, decoded_token}} per prompt token (None first).

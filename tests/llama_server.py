@@ -6,7 +6,7 @@ benchmarks: started with a KV cache type, stopped however the with-block ends.
 slot's KV cache to its host-memory prompt cache whenever a task starts (tools/server/
 server-context.cpp). Forced decoding starts one task per answer token, and between two of an
 item's requests its slot is idle: on an H200 with 16 slots a forced pass took 4.1 times as
-long without the flag (run/slots.py)."""
+long without the flag (run/forcing/idle_slots.py)."""
 
 from __future__ import annotations
 

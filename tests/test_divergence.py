@@ -9,14 +9,8 @@ import pytest
 from scipy.stats import entropy
 
 from kveval.formats.records import ItemRecord
-from kveval.judge.divergence import (
-    item_divergence,
-    kl_test,
-    kl_topk,
-    per_item,
-    summarize,
-    task_divergences,
-)
+from kveval.judge.divergence import item_divergence, kl_topk, per_item, summarize
+from kveval.judge.kl_test import kl_test, task_divergences
 
 VOCAB = [f"t{i}" for i in range(8)]
 

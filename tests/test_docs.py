@@ -3,10 +3,12 @@ or reworded without its page changing fails here (docs/generate.py rewrites the 
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import click
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,3 +30,40 @@ def test_every_flag_of_every_command_has_a_row_on_its_page():
         for param in command.params:
             if isinstance(param, click.Option) and not param.hidden:
                 assert all(f"`{flag}`" in text for flag in param.opts), (name, param.opts)
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as a code host makes it: lower case, punctuation dropped, spaces
+    to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return {_slug(m[1]) for m in re.finditer(r"^#+ (.+)$", text, flags=re.M)}
+
+
+def _links(path: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return [m for m in LINK.findall(text) if not m.startswith(("http://", "https://", "mailto:"))]
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_of_the_readme_and_docs_reaches_a_page_and_its_heading(page: Path):
+    broken = []
+    for link in _links(page):
+        target, _, anchor = link.partition("#")
+        path = (page.parent / target).resolve() if target else page
+        if not path.exists() or (anchor and path.suffix == ".md"
+                                 and anchor not in _anchors(path)):
+            broken.append(link)
+    assert not broken, broken
+
+
+def test_the_readme_stays_short():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kveval.run.forced_tokens import recorded_tokens, same_tokens
+from kveval.run.forcing.token_ids import recorded_tokens, same_tokens
 
 
 def test_held_back_text_is_the_same_tokens() -> None:

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kveval.formats.records import ItemRecord
-from kveval.judge.divergence import log_run_p
 from kveval.judge.kl_power import Floor, detectable_rise, joint_power, needed, run_power
+from kveval.judge.kl_test import log_run_p
 from tests.clirun import kveval
 from tests.test_cli_verdicts import header, write
 

@@ -341,7 +341,7 @@ def test_report_takes_max_kl_and_gives_the_gates_verdict(
     {"/tokenize": lambda body: {"tokens": "1 2"}},
 ])
 def test_a_server_without_a_tokenizer_gets_echo_and_no_chat(routes: dict[str, Any]) -> None:
-    from kveval.run.forcing import Probe, chat_refusal, select
+    from kveval.run.forcing.method import Probe, chat_refusal, select
 
     with FakeServer(Behaviour(post_routes=routes)) as server:
         method = select(Probe(server.base_url, "m", None), {})

@@ -19,7 +19,7 @@ from fake_server import FakeServer
 
 from kveval.formats.reader import read_run
 from kveval.run.client import Reply, checked
-from kveval.run.forcing import MAX_SLOTS, _slots
+from kveval.run.forcing.method import MAX_SLOTS, _slots
 from tests.clirun import kveval
 from tests.test_fuzz_forcing import ANSWER, TOKENS, TOP, baseline
 

@@ -55,7 +55,8 @@ def load_run(path: str, shared: Shared | None = None) -> Side:
 def files_read(path: str) -> list[Path]:
     """The files reading `path` opens: an lm-eval folder or results file stands for its
     samples and results files, anything else for itself."""
-    from kveval.formats.lmeval import files_of, looks_like_lmeval
+    from kveval.formats.lmeval import looks_like_lmeval
+    from kveval.formats.lmeval_files import files_of
 
     return files_of(path) if looks_like_lmeval(path) else [Path(path)]
 

@@ -17,7 +17,10 @@ from kveval.cli import gating, options
 @click.command()
 @click.option("--baseline", required=True, metavar="B", help="The run of the old setup.")
 @click.option("--candidate", required=True, metavar="C", help="The run of the new setup.")
-@options.noise_option("A run of the old setup restarted (repeatable): the noise floor.")
+@options.noise_option("A run of the old setup restarted, best with --order shuffle (repeatable): "
+                      "the pool of the baseline's setup that every check is judged against "
+                      "(accuracy, drift, truncation, empty answers, divergence); two or three "
+                      "measure a restart's spread.")
 @options.repeat_option
 @options.gate_options
 @options.family_options

@@ -125,8 +125,10 @@ def _cannot_judge(inputs: Any, exc: Exception, html: str | None, as_json: bool,
 @click.command()
 @click.option("--baseline", required=True, metavar="B", help="The run of the old setup.")
 @click.option("--candidate", required=True, metavar="C", help="The run of the new setup.")
-@options.noise_option("A run of the old setup restarted (repeatable): the pool of the "
-                      "baseline's setup that drift and collapse are judged against.")
+@options.noise_option("A run of the old setup restarted, best with --order shuffle (repeatable): "
+                      "the pool of the baseline's setup that every check is judged against "
+                      "(accuracy, drift, truncation, empty answers, divergence); two or three "
+                      "measure a restart's spread.")
 @options.repeat_option
 @options.gate_options
 @click.option("--html", metavar="FILE",

@@ -9,15 +9,22 @@ header's fingerprint comes from the results file, with credentials removed from 
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from kveval.errors import KvevalError, RunFileError
 from kveval.formats import limits
+from kveval.formats.lmeval_files import (
+    RESULTS_NAME,
+    SAMPLES_NAME,
+    Located,
+    json_object,
+    locate,
+    read_json,
+    read_samples,
+)
 from kveval.formats.lmeval_samples import (
     assign_filters,
     gen_kwargs,
@@ -29,8 +36,6 @@ from kveval.formats.records import Run, RunHeader
 from kveval.masking import mask_named, named_secrets, register_secrets, url_secrets
 from kveval.safe import redact_url
 
-_SAMPLES = re.compile(r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d\d-\d\dT[0-9.\-]+)\.jsonl$")
-_RESULTS = re.compile(r"^results_(?P<date>\d{4}-\d\d-\d\dT[0-9.\-]+)\.json$")
 _FIRST_KEY_DOC_ID = re.compile(r'\{\s*"doc_id"\s*:')
 DEFAULT_FILTERS = ("strict-match", "flexible-extract")  # gsm8k's, in lm-eval's order
 # results_*.json keys kept in the fingerprint: what names the setup, not when it ran
@@ -39,19 +44,13 @@ FINGERPRINT_KEYS = ("lm_eval_version", "n-shot", "versions", "task_hashes", "n-s
                     "model_name", "model_source", "transformers_version")
 
 
-@dataclass(frozen=True)
-class Located:
-    samples: tuple[tuple[str, Path], ...]  # (task, samples file)
-    results: Path | None
-
-
 def looks_like_lmeval(path: str | Path) -> bool:
     """By content: a folder, a results file, a JSON array of objects, or JSON lines with
     a `doc_id`. A JSON array of strings stays the tutorial's format."""
     path = Path(path)
     if path.is_dir():
         return True
-    if _RESULTS.match(path.name) or path.name == "results.json":
+    if RESULTS_NAME.match(path.name) or path.name == "results.json":
         return True
     try:
         with limits.open_regular(path) as fh:
@@ -68,9 +67,9 @@ def read_lmeval(path: str | Path) -> Run:
     """An lm-eval samples file (or its results file or folder) as one kveval Run; its path
     is the one given (0.4.0-0.4.2 samples names hold the model args, base_url and all)."""
     located = locate(Path(path))
-    results = _read_json(located.results) if located.results else {}
+    results = read_json(located.results) if located.results else {}
     where = str(located.results)
-    chat_model = "chat" in str(_object(results, "config", where).get("model", ""))
+    chat_model = "chat" in str(json_object(results, "config", where).get("model", ""))
     items = []
     first: dict[str, Any] = {}
     for task, samples in located.samples:
@@ -86,138 +85,8 @@ def read_lmeval(path: str | Path) -> Run:
     return Run(header=header, items=items, path=Path(path))
 
 
-def _object(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-    """`data[key]` when it is a JSON object, {} when absent or null, else RunFileError."""
-    value = data.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise RunFileError(f"{where}: `{key}` is {type(value).__name__}, expected an object; "
-                           "not an lm-eval results file")
-    return value
-
-
-# ---------------------------------------------------------------- finding the files
-
-
-def locate(path: Path) -> Located:
-    if not path.exists():
-        raise RunFileError(f"{path}: no such file or folder")
-    if path.is_dir():
-        return _locate_folder(path)
-    if _RESULTS.match(path.name) or path.name == "results.json":
-        return _from_results(path)
-    return Located(((_task_of(path), path),), _results_beside(path))
-
-
-def files_of(path: str | Path) -> list[Path]:
-    """The files an lm-eval path stands for (its samples and results files); none where
-    they cannot be found (reading the path then says why)."""
-    try:
-        located = locate(Path(path))
-    except (KvevalError, OSError):
-        return []
-    return [p for _, p in located.samples] + ([located.results] if located.results else [])
-
-
-def _locate_folder(folder: Path) -> Located:
-    results = sorted(folder.rglob("results_*.json")) + sorted(folder.rglob("results.json"))
-    if len(results) == 1:
-        return _from_results(results[0])
-    samples = sorted(folder.rglob("samples_*.jsonl"))
-    if not results and len(samples) == 1:
-        return locate(samples[0])
-    found = results or samples
-    if not found:
-        raise RunFileError(f"{folder}: no lm-eval results_*.json or samples_*.jsonl inside")
-    names = ", ".join(str(p.relative_to(folder)) for p in found[:4])
-    raise RunFileError(f"{folder}: holds {len(found)} lm-eval runs ({names}); name one file")
-
-
-def _from_results(results: Path) -> Located:
-    match = _RESULTS.match(results.name)
-    if match:
-        found = sorted(results.parent.glob(f"samples_*_{match['date']}.jsonl"))
-        samples = tuple((_task_of(p), p) for p in found)
-    else:  # 0.4.0-0.4.2: <model_args>_<task>.jsonl beside results.json
-        tasks = list(_object(_read_json(results), "configs", str(results)))
-        samples = tuple((t, p) for t in tasks
-                        for p in sorted(results.parent.glob(f"*_{t}.jsonl")))
-    if not samples:
-        raise RunFileError(f"{results}: no samples file beside it; run lm-eval with "
-                           "--log_samples")
-    return Located(samples, results)
-
-
-def _results_beside(samples: Path) -> Path | None:
-    match = _SAMPLES.match(samples.name)
-    candidate = (samples.parent / f"results_{match['date']}.json" if match
-                 else samples.parent / "results.json")
-    return candidate if candidate.is_file() else None
-
-
-def _task_of(samples: Path) -> str:
-    match = _SAMPLES.match(samples.name)
-    if match:
-        return match["task"]
-    beside = samples.parent / "results.json"
-    tasks = list(_object(_read_json(beside), "configs", str(beside))) if beside.is_file() else []
-    named = [t for t in tasks if samples.stem.endswith(f"_{t}")]
-    return max(named, key=len) if named else samples.stem.rsplit("_", 1)[-1]
-
-
-# ---------------------------------------------------------------- reading
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return limits.read_whole(path).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunFileError(f"{path}: cannot read ({exc})") from None
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = limits.loads(_read_text(path), str(path))
-    except json.JSONDecodeError as exc:
-        raise RunFileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise RunFileError(f"{path}: not an lm-eval results file (expected a JSON object)")
-    return data
-
-
-def read_samples(path: Path) -> list[dict[str, Any]]:
-    """JSON lines (0.4.3 on) or one pretty-printed JSON array (0.4.0-0.4.2)."""
-    text = _read_text(path)
-    if text.lstrip().startswith("["):
-        try:
-            rows = limits.loads(text, str(path))
-        except json.JSONDecodeError as exc:
-            raise RunFileError(f"{path}: not a JSON array ({exc.msg} at line "
-                               f"{exc.lineno})") from None
-    else:
-        rows = _json_lines(text, path)
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise RunFileError(f"{path}: not an lm-eval samples file (expected JSON objects)")
-    if not rows:
-        raise RunFileError(f"{path}: holds no samples")
-    return rows
-
-
-def _json_lines(text: str, path: Path) -> list[Any]:
-    rows = []
-    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is data
-        if not line.strip():
-            continue
-        try:
-            rows.append(limits.loads(line, f"{path}:{number}"))
-        except json.JSONDecodeError:
-            raise RunFileError(f"{path}:{number}: line is not JSON") from None
-    return rows
-
-
 def _filter_names(results: dict[str, Any], task: str, where: str) -> tuple[str, ...]:
-    config = _object(_object(results, "configs", where), task, f"{where}: configs")
+    config = json_object(json_object(results, "configs", where), task, f"{where}: configs")
     filters = config.get("filter_list") or []
     if not isinstance(filters, list):
         raise RunFileError(f"{where}: configs.{task}.filter_list is "
@@ -258,16 +127,16 @@ def _number(value: Any, default: float, kind: type[int] | type[float]) -> Any:
 
 def _task_spec(results: dict[str, Any], task: str, api: str, kwargs: dict[str, Any],
                args: dict[str, Any], where: str) -> dict[str, Any]:
-    shots = _object(results, "n-shot", where).get(task)
+    shots = json_object(results, "n-shot", where).get(task)
     stop = kwargs.get("until")
     max_tokens = kwargs.get("max_gen_toks", args.get("max_gen_toks"))
     return {
-        "name": task, "adapter": task, "version": _object(results, "versions", where).get(task),
+        "name": task, "adapter": task, "version": json_object(results, "versions", where).get(task),
         "api": api, "max_tokens": _number(max_tokens, 256, int),
         "stop": list(stop) if isinstance(stop, list) else ([stop] if stop else []),
         "temperature": _number(kwargs.get("temperature"), 0.0, float), "limit": None,
         "data": None, "params": {"shots": shots, "fewshot": "lm-eval", "fewshot_seed":
-                                 _object(results, "config", where).get("fewshot_seed", 1234)},
+                                 json_object(results, "config", where).get("fewshot_seed", 1234)},
         "data_source": "lm-eval",
     }
 
@@ -276,7 +145,7 @@ def _created(results: dict[str, Any], located: Located) -> str:
     date = results.get("date")
     if isinstance(date, (int, float)):
         return datetime.fromtimestamp(date, timezone.utc).isoformat(timespec="seconds")
-    match = _SAMPLES.match(located.samples[0][1].name)
+    match = SAMPLES_NAME.match(located.samples[0][1].name)
     return match["date"] if match else ""
 
 
@@ -286,7 +155,7 @@ def _label(located: Located, results: dict[str, Any]) -> str:
     samples = located.samples[0][1]
     folder = samples.parent
     name = folder.parent.name if folder.name == results.get("model_name_sanitized") else folder.name
-    match = _SAMPLES.match(samples.name)
+    match = SAMPLES_NAME.match(samples.name)
     if match and len(list(folder.glob("results_*.json"))) > 1:
         return f"{name or samples.stem} {match['date']}"
     return name or samples.stem
@@ -295,7 +164,7 @@ def _label(located: Located, results: dict[str, Any]) -> str:
 def make_header(located: Located, results: dict[str, Any], api: str,
                 kwargs: dict[str, Any]) -> RunHeader:
     where = str(located.results)
-    config = _object(results, "config", where)
+    config = json_object(results, "config", where)
     args = model_args(config)
     fingerprint = {key: results[key] for key in FINGERPRINT_KEYS if key in results}
     fingerprint = {"lm_eval": {**fingerprint, "model": config.get("model"), "model_args": args,

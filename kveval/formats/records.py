@@ -53,7 +53,7 @@ class RunHeader:
     setup: dict[str, str] = field(default_factory=dict)  # what the user states: --setup K=V
     order: Literal["data", "shuffle"] = "data"  # the order items were sent in (--order)
     order_seed: int | None = None  # with shuffle: random.Random(order_seed) shuffled them
-    # --teacher-force: the baseline, the method (run/forcing.py) and the items not forced
+    # --teacher-force: the baseline, the method (run/forcing/method.py) and the items not forced
     teacher_force: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
     type: Literal["run"] = "run"

@@ -11,7 +11,6 @@ import os
 import secrets
 import signal
 import stat
-import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -85,37 +84,6 @@ def refuse_existing(path: Path) -> None:
     if path.exists():
         raise RunFileError(f"{path}: exists; pass --resume to continue it or --overwrite "
                            "to replace it")
-
-
-def refuse_inputs(output: str | Path, inputs: Iterable[str | Path | None]) -> None:
-    """-o never names a file the run reads (a prompt file, a suite, the baseline it
-    teacher-forces, a data file): --overwrite would destroy the run's own input. A folder
-    input counts with the files directly in it (GSM8K's train.jsonl and test.jsonl)."""
-    if not os.path.exists(output):
-        return
-    for given in inputs:
-        if not given:
-            continue
-        path = Path(given).expanduser()
-        files = [p for p in path.iterdir() if p.is_file()] if path.is_dir() else [path]
-        for found in files:
-            with contextlib.suppress(OSError):
-                if os.path.samefile(output, found):
-                    raise RunFileError(f"{output}: is also an input of this run ({found}); "
-                                       "-o must name another file")
-
-
-def check_writable(path: str | Path) -> None:
-    """Before any request: the run file is a regular file or a new path (atomic.py), and
-    its folder can be made and written, else one line."""
-    try:
-        folder = regular_target(path).parent
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=f".{Path(path).name}.", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise RunFileError(f"{path}: cannot write here ({exc.strerror or exc})") from None
 
 
 def create_run(path: str | Path, header: RunHeader, overwrite: bool = False) -> RunWriter:

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from kveval.judge.accuracy import PairedComparison
 from kveval.judge.checks import ALPHA, Check, adjust, first, not_run, of_task, weigh
-from kveval.judge.divergence import KlTest
 from kveval.judge.floor import CountTest
+from kveval.judge.kl_test import KlTest
 from kveval.judge.lengthstats import MIN_PER_LENGTH, PairedScores, Recovery
 from kveval.judge.power import margin_items, reaches_margin
 from kveval.judge.stats import mcnemar_greater

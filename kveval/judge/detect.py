@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kveval.judge.checks import Levels
-from kveval.judge.divergence import KlTest
 from kveval.judge.floor import CountTest, logit_share
+from kveval.judge.kl_test import KlTest
 from kveval.judge.power import POWER, smallest_size
 from kveval.judge.spread import Spread, scale
 from kveval.judge.stats import PairedTable

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kveval.judge.divergence import ASSUMED_KL_SPREAD, KlTest
+from kveval.judge.kl_test import ASSUMED_KL_SPREAD, KlTest
 from kveval.judge.power import POWER
 
 MOST_NOISE_RUNS = 8

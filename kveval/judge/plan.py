@@ -33,9 +33,9 @@ from kveval.judge.detect import (
     detectable_loss,
     detectable_shift,
 )
-from kveval.judge.divergence import KlTest
 from kveval.judge.floor import CountTest, logit_share, logit_slope
 from kveval.judge.kl_power import Floor, item_sd, needed
+from kveval.judge.kl_test import KlTest
 from kveval.judge.power import smallest_size
 from kveval.judge.spread import PRIORS, Spread, moderated
 from kveval.judge.stats import PairedTable

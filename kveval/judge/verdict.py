@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from kveval.errors import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, IncomparableError, UsageError
-from kveval.formats.records import ItemRecord
 from kveval.judge.accuracy import (
     METRICS,
     Accuracy,
@@ -44,9 +43,10 @@ from kveval.judge.decide import (
     warnings_family,
 )
 from kveval.judge.detect import Detectable, task_detectable
-from kveval.judge.divergence import TaskDivergence, task_divergences
 from kveval.judge.floor import CountTest
 from kveval.judge.inputs import Inputs, prepared
+from kveval.judge.judgeable import check_error_rate, check_skip
+from kveval.judge.kl_test import TaskDivergence, task_divergences
 from kveval.judge.pooled import pooled_accuracy
 from kveval.judge.setup import (
     Difference,
@@ -112,56 +112,6 @@ class Examined:
     def notices(self) -> tuple[str, ...]:
         """What was set apart or is not what it claims: copies, bad batches."""
         return self.inputs.warnings if self.inputs is not None else ()
-
-
-def check_skip(base: Side, skip: Sequence[str]) -> None:
-    known = {item.task for item in base.items}
-    for task in skip:
-        if task not in known:
-            raise UsageError(f"--skip {task}: the baseline has no such task "
-                             f"(it has {', '.join(sorted(known))})")
-
-
-def planned(side: Side, task: str) -> int | None:
-    """The items the run's header says it asked for in this task (None: not recorded)."""
-    spec = side.header.task(task) if side.header else None
-    items = spec.get("items") if spec else None
-    return items if isinstance(items, int) and not isinstance(items, bool) else None
-
-
-def check_error_rate(base: Side, others: Sequence[Side], max_rate: float,
-                     skip: Sequence[str] = ()) -> None:
-    """Error items, and in the other runs the baseline's items they lack, against the limit;
-    the baseline itself is held to the items its header planned."""
-    wanted = [item for item in base.items if item.task not in skip]
-    tasks = dict.fromkeys(item.task for item in wanted)
-    lacking = sum(max(0, (planned(base, t) or 0) - sum(i.task == t for i in wanted))
-                  for t in tasks)
-    for side in [base, *others]:
-        mine = {item.key: item for item in side.items}
-        owed = [i for i in wanted if forceable(i)] if forced(side) else wanted
-        errors = sum(not mine[i.key].ok for i in owed if i.key in mine)
-        missing = sum(i.key not in mine for i in owed) + lacking
-        total = len(owed) + lacking
-        rate = (errors + missing) / total if total else 0.0
-        if rate > max_rate:
-            also = f" and {missing} missing" if missing else ""
-            plan = " (against its header's plan)" if side is base and lacking else ""
-            raise IncomparableError(f"{side.path}: {errors} of {total} items are errors"
-                                    f"{also}{plan} ({rate:.1%}), above --max-error-rate "
-                                    f"{max_rate:g}")
-
-
-def forced(side: Side) -> bool:
-    """A teacher-forced run: it scores the baseline's answered items only."""
-    return bool(side.header and side.header.teacher_force)
-
-
-def forceable(item: ItemRecord) -> bool:
-    """A baseline item a teacher-forced run owes: answered, with tokens to score."""
-    from kveval.formats.unforced import unforceable
-
-    return unforceable(item) is None
 
 
 def task_margin(base: Side, task: str) -> float | None:

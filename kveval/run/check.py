@@ -2,10 +2,11 @@
 
 Probes, each bounded in time: the model list and the fingerprint a run would record, a
 one-token completions and chat request at temperature 0, the largest `--logprobs K` each API
-returns (from a short ladder), the teacher-forcing method `run --teacher-force` would choose
-(run/forcing.py) tried on one tiny item, whether a llama-server copies its idle slots at every
-task start (run/slots.py), whether one request's log-probabilities are the same alone and in a
-batch (run/invariance.py), and the tokenizer and chat-template endpoints. What the server does
+returns (from a short ladder), the teacher-forcing method `run --teacher-force` would
+choose (run/forcing/method.py) tried on one tiny item, whether a llama-server copies its idle
+slots at every task start (run/forcing/idle_slots.py), whether one request's log-probabilities
+are the same alone and in a batch (run/invariance.py), and the tokenizer and chat-template
+endpoints. What the server does
 not tell (its KV cache type, its attention backend, its version) is named as `--setup` keys
 to state. Nothing here writes a file.
 """
@@ -19,9 +20,9 @@ from typing import Any
 
 from kveval.run.client import ClientConfig, Connection, asked_k, checked, make_client, send
 from kveval.run.endpoint import ServerInfo, server_root
-from kveval.run.forcing import LACKS, Method, Probe, select
+from kveval.run.forcing.idle_slots import idle_cache
+from kveval.run.forcing.method import LACKS, Method, Probe, select
 from kveval.run.invariance import Invariance, batch_invariance
-from kveval.run.slots import idle_cache
 
 LADDER = (1, 5, 10, 20)  # --logprobs K tried, each as one one-token request
 CHECK_TIMEOUT_S = 5.0  # each request
@@ -144,7 +145,7 @@ async def _max_k(conn: Connection, api: str, model: str) -> int | None:
 async def _forced(conn: Connection, method: Method, base_url: str, model: str) -> str | None:
     """One tiny completions item forced by the method; None when it works (a run by it
     would keep the reply: client.checked), else why not."""
-    from kveval.run.teacher import Context, plan_forced
+    from kveval.run.forcing.plan import Context, plan_forced
 
     run = _tiny_run(model)
     ctx = Context(method, base_url, model, 5)

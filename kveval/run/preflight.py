@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from kveval.errors import EndpointError
 from kveval.run.client import Connection, Reply, asked_k, checked, send
-from kveval.run.forcing import LACKS
+from kveval.run.forcing.method import LACKS
 from kveval.run.runner import Before, Job
 
 _CLIENT_ERRORS = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
@@ -60,7 +60,8 @@ def check_longest(jobs: Sequence[Job]) -> Before:
 
 async def _check_forced(job: Job, conn: Connection) -> None:
     """Teacher forcing: the longest item's longest request, by the run's method; on
-    llama-server, a note when it copies its idle slots at every task start (run/slots.py)."""
+    llama-server, a note when it copies its idle slots at every task start
+    (run/forcing/idle_slots.py)."""
     reply = checked(await job.forced.probe(conn))
     method = job.forced.method
     if reply.error is None and reply.logprobs and reply.logprobs["tokens"]:
@@ -76,7 +77,7 @@ async def _check_forced(job: Job, conn: Connection) -> None:
 async def _note_idle_cache(job: Job, conn: Connection) -> None:
     import click
 
-    from kveval.run.slots import idle_cache
+    from kveval.run.forcing.idle_slots import idle_cache
 
     tokenizer = job.forced.tokenizer
     found = await idle_cache(conn, tokenizer.root, tokenizer.method.slots)

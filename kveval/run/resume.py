@@ -1,4 +1,4 @@
-"""`--resume`: continue a run file without ever deleting an answer or mixing two setups.
+"""`--resume`: what makes two halves one run (run/runfile.py asks before it continues a file).
 
 A resumed run must be the same run (endpoint, model, tasks, sampling, concurrency, the
 setup the user stated and the server's stable fingerprint) and must ask for every item
@@ -7,20 +7,13 @@ already on file; anything else is one line naming the difference, and the file i
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kveval.adapters.base import Item
-from kveval.errors import RunFileError, UsageError
-from kveval.formats import lock
-from kveval.formats.reader import parse_header, read_run
-from kveval.formats.records import ItemRecord, Run, RunHeader, stable
-from kveval.formats.writer import RunWriter, create_run, line, refuse_existing, reopen_run
-from kveval.masking import registered
-
-Key = tuple[str, str]
+from kveval.errors import RunFileError
+from kveval.formats.records import Run, RunHeader, stable
 
 
 def identity(header: RunHeader) -> dict[str, Any]:
@@ -90,42 +83,3 @@ def check_scope(old: Run, items: Sequence[Item]) -> None:
     raise RunFileError(f"{old.path}: cannot resume: this run would {' and '.join(parts)}; "
                        "rerun with the same tasks and --limit, or pass --overwrite to "
                        "replace the file on purpose")
-
-
-def answered_keys(old: Run | None, header: RunHeader, items: Sequence[Item]) -> set[Key]:
-    """Resume: the items the existing file already answered, for the same prompt."""
-    if old is None:
-        return set()
-    check_resumable(old.header, as_written(header), old.path)
-    check_scope(old, items)
-    return {r.key for r in old.items if r.ok}
-
-
-def as_written(header: RunHeader) -> RunHeader:
-    """The header as a run file holds it: the run's secrets masked (a server that lists the
-    key as its model id leaves `***` on file)."""
-    return parse_header(line(header), Path("<header>")) if registered() else header
-
-
-def kept_items(old: Run | None, done: set[Key]) -> list[ItemRecord]:
-    return [r for r in old.items if r.key in done] if old else []
-
-
-def open_writer(output: Path, overwrite: bool, header: RunHeader, old: Run | None,
-                done: set[Key]) -> RunWriter:
-    """A new run file, or the resumed one rewritten as its header and answered items."""
-    if old is not None:
-        merged = dataclasses.replace(old.header, tasks=header.tasks)
-        return reopen_run(output, merged, kept_items(old, done))
-    return create_run(output, header, overwrite=overwrite)
-
-
-def existing_run(output: Path, resume: bool, overwrite: bool) -> Run | None:
-    """The run to resume, read once before any work; None for a new run file."""
-    if output.exists() and not (resume or overwrite):
-        refuse_existing(output)
-    if output.is_dir():
-        raise UsageError(f"{output}: is a folder; -o wants a file")
-    if output.exists():
-        lock.refuse_busy(output)  # another run writes it now
-    return read_run(output) if resume and output.exists() else None

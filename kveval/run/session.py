@@ -1,4 +1,5 @@
-"""One `kveval run`, start to end: resolve specs, load data, probe the endpoint, send, summarize.
+"""One `kveval run`, start to end: resolve specs and data (resolve.py), probe the endpoint,
+claim the run file (runfile.py), send, summarize.
 
 Everything that can be checked before a request is sent is checked first, so bad input
 fails in one line within seconds and an existing run file is never touched by mistake.
@@ -14,7 +15,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import click
@@ -22,92 +22,19 @@ import click
 from kveval import __version__, masking
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import BuildContext, Item, TaskSpec
-from kveval.errors import EXIT_OK, EXIT_REGRESSION, DataError, UsageError
-from kveval.formats.limits import check_input
+from kveval.errors import EXIT_OK, EXIT_REGRESSION, UsageError
 from kveval.formats.records import ItemRecord, Run, RunHeader
 from kveval.formats.unforced import left_out, sentence
-from kveval.formats.writer import check_writable, refuse_inputs
 from kveval.run.client import ClientConfig
 from kveval.run.credentials import api_key
 from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
-from kveval.run.resume import answered_keys, existing_run, kept_items, open_writer
+from kveval.run.resolve import LONG_CONTEXT, Resolved, load_task_data, resolve
+from kveval.run.runfile import RunFile
 from kveval.run.runner import Job, execute, plan
-from kveval.run.tasks import (
-    Suite,
-    builtin_spec,
-    override,
-    read_suite,
-    resolve_builtin_data,
-    resolve_fewshot,
-)
 from kveval.safe import one_line
 
 EMBEDDED = "embedded"
-# sized in server tokens
-LONG_CONTEXT = frozenset({"needle", "needle-multikey", "evidence", "copy", "mrcr"})
-
-
-# ---------------------------------------------------------------- specs and data
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """The resolved tasks and the run-wide settings: the suite's, then the options'."""
-
-    specs: list[TaskSpec]
-    setup: dict[str, str]
-    extra_body: dict[str, Any] | None
-
-
-def resolve(opts: RunOptions) -> Resolved:
-    suite = read_suite(opts.suite) if opts.suite else Suite([])
-    specs = list(opts.specs) + list(suite.specs)
-    specs += [builtin_spec(name) for name in opts.task_names if name not in {s.name for s in specs}]
-    if opts.fewshot and not any(spec.adapter == "gsm8k" for spec in specs):
-        raise UsageError("--fewshot, --shots and --fewshot-seed apply to the gsm8k task only")
-    resolved = [resolve_fewshot(resolve_builtin_data(_apply_options(spec, opts)))
-                for spec in specs]
-    for spec in resolved:
-        if spec.temperature != 0:
-            raise UsageError(f"task {spec.name!r}: temperature {spec.temperature}: kveval runs "
-                             "at temperature 0 only")
-        if spec.adapter not in ADAPTERS:
-            raise UsageError(f"task {spec.name!r}: no adapter {spec.adapter!r}")
-    extra = {**suite.extra_body, **(opts.extra_body or {})}
-    return Resolved(resolved, {**suite.setup, **opts.setup}, extra or None)
-
-
-def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
-    data = None
-    if spec.adapter == "gsm8k" and opts.data:
-        data = opts.data
-    if spec.adapter == "prompts" and opts.prompts_file:
-        data = opts.prompts_file
-    params = {k: v for k, v in opts.params.items() if k != "copy_lengths" or spec.adapter == "copy"}
-    params = params if spec.adapter in LONG_CONTEXT else {}
-    if spec.adapter == "gsm8k":
-        params = opts.fewshot
-    if opts.logprobs is not None:
-        params = {**params, "logprobs": opts.logprobs}
-    return override(spec, limit=opts.limit, api=opts.api, max_tokens=opts.max_tokens, data=data,
-                    params=params)
-
-
-def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
-    """The adapter's data and its source (path or dataset revision), for the header."""
-    from kveval.run import data
-
-    if spec.adapter == "gsm8k":
-        gsm8k = data.load_gsm8k(spec.data)
-        return gsm8k, gsm8k.source
-    if spec.adapter == "prompts":
-        if not spec.data:
-            raise UsageError("the prompts task needs a prompt file: --prompts FILE")
-        check_input(Path(spec.data).expanduser(), error=DataError)  # a FIFO would block
-        prompts = data.load_prompts(spec.data)
-        return prompts, prompts.source
-    return None, None
 
 
 # ---------------------------------------------------------------- the endpoint
@@ -216,13 +143,12 @@ def _preflight(target: Target, pending: Sequence[Job]) -> Any:
 
 def run_forced(opts: RunOptions, started: float) -> int:
     """--teacher-force BASE: the baseline's own answers, scored under this server by the
-    best method it offers (run/forcing.py), chosen before any item is sent."""
-    from kveval.run import teacher
+    best method it offers (run/forcing/method.py), chosen before any item is sent."""
+    from kveval.run.forcing import plan as teacher
 
-    refuse_inputs(opts.output, [opts.teacher_force, opts.engine.get("model_path")])
+    out = RunFile.claim(opts.output, opts.resume, opts.overwrite,
+                        [opts.teacher_force, opts.engine.get("model_path")])
     baseline = teacher.load_baseline(str(opts.teacher_force))
-    old = existing_run(opts.output, opts.resume, opts.overwrite)
-    check_writable(opts.output)
     with open_target(opts, logits_all=True) as target:
         plan, method = teacher.plan_run(baseline, target.base_url, target.model,
                                         target.info.fingerprint, opts, api_key(),
@@ -234,19 +160,18 @@ def run_forced(opts: RunOptions, started: float) -> int:
         header = dataclasses.replace(header, teacher_force={
             "baseline": baseline.header.label or baseline.path.stem, **method.header(),
             "unforced": plan.unforced or None})
-        return send_all(opts, target, header, plan.jobs, old, started)
+        return send_all(opts, target, header, plan.jobs, out, started)
 
 
 def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job],
-             old: Run | None, started: float, order: Sequence[str] = ()) -> int:
+             out: RunFile, started: float, order: Sequence[str] = ()) -> int:
     """Send what the run file does not hold yet, append each record, print the summary."""
     config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
-    done = answered_keys(old, header, [job.item for job in jobs])
+    done = out.pending(header, [job.item for job in jobs])
     pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
-    records = execute(pending, config, opts.concurrency,
-                      lambda: open_writer(opts.output, opts.overwrite, header, old, done),
+    records = execute(pending, config, opts.concurrency, lambda: out.writer(header),
                       f"run {opts.label}", before=_preflight(target, pending))
-    every = kept_items(old, done) + records
+    every = out.every(records)
     return summarize(opts, every, records, time.perf_counter() - started, order,
                      sentence(left_out(header.teacher_force, every)))
 
@@ -273,12 +198,11 @@ def run_session(opts: RunOptions) -> int:
                               *masking.url_secrets(opts.endpoint)])
     if opts.teacher_force:
         return run_forced(opts, started)
-    old = existing_run(opts.output, opts.resume, opts.overwrite)
-    opts = replayed(opts, old)
-    check_writable(opts.output)
+    out = RunFile.claim(opts.output, opts.resume, opts.overwrite)
+    opts = replayed(opts, out.old)
     resolved = resolve(opts)
-    refuse_inputs(opts.output, [opts.suite, opts.engine.get("model_path"),
-                                *(spec.data for spec in resolved.specs)])
+    out.refuse_inputs([opts.suite, opts.engine.get("model_path"),
+                       *(spec.data for spec in resolved.specs)])
     loaded, sources = {}, {}
     for spec in resolved.specs:
         loaded[spec.name], sources[spec.name] = load_task_data(spec)
@@ -288,10 +212,10 @@ def run_session(opts: RunOptions) -> int:
         header = make_header(opts, target, resolved, {**sources, **sizing},
                              {spec.name: len(items) for spec, items in built})
         jobs = in_order(plan(built, target.model, opts.seed, resolved.extra_body),
-                        old.header if old else header)  # a resumed run keeps its order
+                        out.old.header if out.old else header)  # a resumed run keeps its order
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
-        return send_all(opts, target, header, jobs, old, started,
+        return send_all(opts, target, header, jobs, out, started,
                         [spec.name for spec in resolved.specs])
 
 

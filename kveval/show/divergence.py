@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kveval.judge.checks import Check, first
-from kveval.judge.divergence import Divergence, TaskDivergence
+from kveval.judge.divergence import Divergence
+from kveval.judge.kl_test import TaskDivergence
 from kveval.judge.verdict import Examined
 from kveval.safe import one_line
 from kveval.show.blocks import Block, Heading, Table

@@ -15,7 +15,8 @@ from kveval import __version__
 from kveval.safe import terminal
 from kveval.show import charts
 from kveval.show.view import accuracy_section, drift_section, setup_section, verdict_section
-from kveval.show.view_detail import changed_section, extras_section, long_context_section
+from kveval.show.view_detail import changed_section, extras_section
+from kveval.show.view_long import long_context_section
 
 TEMPLATE = "report.html.j2"
 PLOT_HINT = "pip install 'kveval[plot]'"

@@ -18,13 +18,8 @@ from kveval.show.compare_view import compare_blocks
 from kveval.show.curves import attach as attach_curves
 from kveval.show.curves import blocks as curve_blocks
 from kveval.show.gate_view import gate_blocks
-from kveval.show.json_out import (
-    cannot_judge_json,
-    compare_json,
-    dumps,
-    gate_json,
-    score_json,
-)
+from kveval.show.json_gate import cannot_judge_json, gate_json
+from kveval.show.json_out import compare_json, dumps, score_json
 from kveval.show.markdown import to_markdown
 from kveval.show.score_view import TaskExtras, score_blocks
 from kveval.show.text import to_text

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kveval.run.client import Connection
-from kveval.run.forced_tokens import ForcedFailure, post_json
+from kveval.run.forcing.token_ids import ForcedFailure, post_json
 
 FLAG = "--no-cache-idle-slots"
 MEASURED = "4.1x"

@@ -1,8 +1,8 @@
 """Teacher forcing: score a baseline run's own answers under another server.
 
 For each answered item of the baseline, the baseline's prompt and answer are scored under
-this server by the method run/forcing.py chose for it (forced decoding on llama-server,
-/generate on SGLang, prompt_logprobs on vLLM, echo elsewhere; run/forced.py sends them):
+this server by the method run/forcing/method.py chose for it (forced decoding on llama-server,
+/generate on SGLang, prompt_logprobs on vLLM, echo elsewhere; run/forcing/item.py sends them):
 every position of the answer is then conditioned on the same text in both runs, so two
 teacher-forced runs compare over the whole answer (llama.cpp's `perplexity --kl-divergence`,
 over an API).
@@ -30,7 +30,7 @@ from kveval.adapters.base import Item, Message, TaskSpec
 from kveval.errors import UsageError
 from kveval.formats.records import ItemRecord, Run
 from kveval.formats.unforced import UNSERVABLE, WHY, Listed, add, unforceable
-from kveval.run.forcing import Method, chat_refusal
+from kveval.run.forcing.method import Method, chat_refusal
 from kveval.run.runner import Job
 
 DEFAULT_K = 5
@@ -151,7 +151,7 @@ def plan_forced(baseline: Run, ctx: Context) -> Plan:
 def _tokenizer(ctx: Context) -> Any:
     """One for the run: it remembers the ids of single tokens."""
     from kveval.run.endpoint import server_root
-    from kveval.run.forced_tokens import Tokenizer
+    from kveval.run.forcing.token_ids import Tokenizer
     from kveval.safe import redact_url
 
     return Tokenizer(ctx.method, server_root(redact_url(ctx.base_url).rstrip("/")), ctx.model)
@@ -159,8 +159,8 @@ def _tokenizer(ctx: Context) -> Any:
 
 def _job(spec: TaskSpec, item: Item, record: ItemRecord, ctx: Context, tokenizer: Any) -> Job:
     from kveval.run.client import OWNED_KEYS
-    from kveval.run.forced import Answer, Forced
-    from kveval.run.forced_tokens import recorded_tokens
+    from kveval.run.forcing.item import Answer, Forced
+    from kveval.run.forcing.token_ids import recorded_tokens
     from kveval.safe import redact_url
 
     answer_text = record.output or ""
@@ -234,8 +234,8 @@ def plan_run(baseline: Run, base_url: str, model: str, fingerprint: dict[str, An
     method cannot serve."""
     import click
 
-    from kveval.run.forced import SlotPool
-    from kveval.run.forcing import Probe, select
+    from kveval.run.forcing.decoding import SlotPool
+    from kveval.run.forcing.method import Probe, select
     from kveval.safe import one_line
 
     method = select(Probe(base_url, model, api_key), fingerprint, embedded)

@@ -24,7 +24,7 @@ from typing import Any
 from kveval.adapters.base import Message
 from kveval.run.client import Connection
 from kveval.run.failures import backoff, classify
-from kveval.run.forcing import Method
+from kveval.run.forcing.method import Method
 
 EXACT, RETOKENIZED, UNCHECKED = "exact", "retokenized", "unchecked"
 

@@ -1,0 +1,79 @@
+"""llama-server's forced decoding: one `/completion` request per answer position, each
+prompt the last one's plus the forced token, on one slot so each reuses the prefix it holds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from kveval.run.client import Connection
+from kveval.run.forcing.scores import Scored, logprob
+from kveval.run.forcing.token_ids import ForcedFailure, post_json
+from kveval.run.logprobs import outcomes
+
+if TYPE_CHECKING:
+    from kveval.run.forcing.item import Forced
+
+
+class SlotPool:
+    """llama-server's slots, one item at a time on each, so an item's positions reuse the
+    prefix its slot holds. None slots: the server picks (it prefers the best cached match)."""
+
+    def __init__(self, slots: int | None) -> None:
+        self.slots = slots
+        self._free: asyncio.Queue[int] | None = None
+
+    @contextlib.asynccontextmanager
+    async def take(self) -> AsyncIterator[int | None]:
+        if self.slots is None:
+            yield None
+            return
+        if self._free is None:
+            self._free = asyncio.Queue()
+            for slot in range(self.slots):
+                self._free.put_nowait(slot)
+        slot = await self._free.get()
+        try:
+            yield slot
+        finally:
+            self._free.put_nowait(slot)
+
+
+async def score(item: Forced, conn: Connection, prompt: list[int], ids: list[int],
+                pieces: list[str] | None, last_only: bool) -> tuple[list[Scored], int]:
+    """Forced decoding: one request per position, in order, on one slot."""
+    positions = [len(ids) - 1] if last_only else range(len(ids))
+    scored: list[Scored] = []
+    async with (item.pool or SlotPool(None)).take() as slot:
+        for i in positions:
+            body = _body(item, prompt + ids[:i], slot)
+            data = await post_json(conn, item.tokenizer.root + "/completion", body)
+            scored.append(decoded(data, ids[i], pieces[i] if pieces else None))
+    return scored, len(scored)
+
+
+def _body(item: Forced, prompt: list[int], slot: int | None) -> dict[str, Any]:
+    body = {**item.extra, "prompt": prompt, "n_predict": 1, "n_probs": item.k,
+            "temperature": 0.0, "cache_prompt": True}
+    if slot is not None:
+        body["id_slot"] = slot
+    if item.seed is not None:
+        body["seed"] = item.seed
+    return body
+
+
+def decoded(data: Any, want: int, piece: str | None) -> Scored:
+    """llama-server's /completion reply with n_probs: the first generated position's top-K
+    (log-probabilities of the raw logits, before any sampler), and the forced token's."""
+    try:
+        first = data["completion_probabilities"][0]
+        tops = first["top_logprobs"]
+        top = outcomes((str(t["token"]), logprob(t["logprob"])) for t in tops)
+        own = next((logprob(t["logprob"]) for t in tops if t["id"] == want), None)
+        text = piece if piece is not None else next(
+            (str(t["token"]) for t in tops if t["id"] == want), "")
+    except (KeyError, IndexError, TypeError) as exc:
+        raise ForcedFailure(f"the server answered no top-K log-probabilities ({exc!r})") from None
+    return text, own, top
