@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from kveval.errors import KvevalError
-from kveval.formats.records import Run, read_run
+from kveval.formats.reader import read_run
+from kveval.formats.records import Run
 from kveval.judge.compare import Pair, pair_sides, side_from_run
 from kveval.judge.divergence import ItemDivergence, per_item, summarize
 from kveval.judge.permute import exchange_p

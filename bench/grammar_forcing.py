@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from llama_server import BINARY, llama_server  # noqa: E402
 
-from kveval.formats.records import read_run  # noqa: E402
+from kveval.formats.reader import read_run  # noqa: E402
 from kveval.judge.divergence import kl_topk  # noqa: E402
 from kveval.run.forced_tokens import recorded_tokens  # noqa: E402
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from llama_server import llama_server  # noqa: E402
 
-from kveval.formats.records import read_run  # noqa: E402
+from kveval.formats.reader import read_run  # noqa: E402
 from kveval.judge.divergence import position_values  # noqa: E402
 from kveval.judge.kld import KldTable, kld_table  # noqa: E402
 

@@ -18,7 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kveval.formats.records import ItemRecord, read_run
+from kveval.formats.reader import read_run
+from kveval.formats.records import ItemRecord
 from kveval.judge.curves import Curve, task_curves
 from kveval.judge.grid import length_label
 

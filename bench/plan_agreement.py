@@ -1,16 +1,19 @@
-"""`kveval plan`'s answers against the whole gate simulated: GSM8K, losses of 2, 3 and 5
+"""`kveval plan`'s answers against the whole gate simulated: GSM8K alone, losses of 3, 5 and 8
 points, flip rates of 2.5%, 6% and 25%.
 
-For each cell, plan's power functions (kveval/judge/detect.py) give the items a loss needs
-at 80% power with the gate's level for a GSM8K-only suite (accuracy's first Holm step beside
-truncated and empty: alpha times its weight 5 over the family's 7); the gate
-(kveval/judge/decide.py, the same code `kveval gate` runs) then judges that many simulated
-items: a baseline and a candidate whose answers flip either way with the given rate and lose
-the given points, with truncated and empty answers at GSM8K's rates. The simulated share of
-rollouts that fail GSM8K should be 80% within its Monte Carlo error (about 1.6 points at 600
-replicates).
+For each cell a pilot (500 items: a baseline, a noise run and a candidate that is another
+restart) goes to `plan()`, which gives the items and noise runs a loss needs at 80% power
+(judge/plan.py: the accuracy check's exact part and its spread part, the declared prior
+included). The gate (`gate()`, the code `kveval gate` runs) then judges that many simulated
+items with that many noise runs and a candidate that loses the given points; the share of
+rollouts failing GSM8K should be at least 80% (the plan is conservative where the restarts
+in fact agree: the prior stands in for a spread it cannot see).
 
-    .venv/bin/python bench/plan_agreement.py [--reps 600] [--seed 0]
+Each run flips each item's usual answer with probability flips / 2 (its own answer, right
+where the usual one is wrong and the other way round); the candidate also turns each right
+answer wrong with probability loss / accuracy.
+
+    .venv/bin/python bench/plan_agreement.py [--reps 200] [--seed 0]
 """
 
 from __future__ import annotations
@@ -20,69 +23,78 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kveval.judge.accuracy import PairedComparison, accuracy
-from kveval.judge.checks import ALPHA, PRIMARY_WEIGHT, TASK_WEIGHT
-from kveval.judge.decide import Options, TaskEvidence, decide
-from kveval.judge.detect import items_for_loss, mcnemar_power
-from kveval.judge.floor import own_count_test
-from kveval.judge.stats import mcnemar_exact, paired_difference_ci, paired_table
+from kveval.formats.records import ItemRecord
+from kveval.judge.plan import Targets, plan
+from kveval.judge.sides import Side
+from kveval.judge.verdict import gate
 
-LOSSES = (2.0, 3.0, 5.0)
+LOSSES = (3.0, 5.0, 8.0)
 FLIPS = (0.025, 0.06, 0.25)
 ACCURACY = 0.6
-LEVEL = ALPHA * PRIMARY_WEIGHT / TASK_WEIGHT  # accuracy's first step beside truncated, empty
-TRUNCATE, EMPTY = 0.024, 0.003
+PILOT = 500
 
 
-def simulate(n: int, flips: float, loss: float, rng: np.random.Generator) -> TaskEvidence:
-    """One GSM8K rollout: per item lost (flips / 2 + loss), gained (flips / 2), else as the
-    baseline."""
-    draw = rng.random(n)
-    lost = draw < flips / 2 + loss
-    gained = (draw >= flips / 2 + loss) & (draw < flips + loss)
-    base = np.where(lost, True, np.where(gained, False, rng.random(n) < ACCURACY))
-    cand = np.where(lost, False, np.where(gained, True, base))
-    table = paired_table(list(base), list(cand))
-    comp = PairedComparison("gsm8k", "flexible", accuracy(table.baseline_correct, n),
-                            accuracy(table.candidate_correct, n), table,
-                            paired_difference_ci(table), mcnemar_exact(table.lost, table.gained))
-    cut, empty = rng.random((2, n)) < TRUNCATE, rng.random((2, n)) < EMPTY
-    return TaskEvidence("gsm8k", accuracy=comp,
-                        truncated=own_count_test(cut[1], cut[:1]),
-                        empty=own_count_test(empty[1] & ~cut[1], (empty & ~cut)[:1]))
+def runs(n: int, k: int, flips: float, loss: float, rng: np.random.Generator) -> list[Side]:
+    """The baseline, k noise runs and the candidate, last."""
+    usual = rng.random(n) < ACCURACY
+    found = []
+    for r in range(k + 2):
+        flipped = rng.random(n) < flips / 2
+        right = np.where(flipped, ~usual, usual)
+        lost = right & (rng.random(n) < loss / ACCURACY) if r == k + 1 else np.zeros(n, bool)
+        items = tuple(ItemRecord(task="gsm8k", item_id=f"gsm8k/{i}", prompt_sha256=str(i),
+                                 request={}, status="ok",
+                                 output=f"{i}" + (f" run {r}" if flipped[i] or lost[i] else ""),
+                                 finish_reason="stop", correct=bool(right[i] and not lost[i]))
+                      for i in range(n))
+        found.append(Side(f"r{r}", f"r{r}.jsonl", items))
+    return found
 
 
-def simulated_power(n: int, flips: float, loss: float, reps: int, seed: int) -> float:
-    rng = np.random.default_rng([seed, n, int(flips * 1000), int(loss * 10)])
+def planned(flips: float, loss: float, rng: np.random.Generator) -> tuple[int, int] | None:
+    """(items, noise runs) the plan asks for, from one pilot."""
+    base, noise, cand = runs(PILOT, 1, flips, 0.0, rng)
+    found = plan(base, [noise], cand, Targets(detect=loss))
+    task = found.tasks[0]
+    if task.items_needed is None or task.noise_runs_needed is None:
+        return None
+    return task.items_needed, task.noise_runs_needed
+
+
+def power(n: int, k: int, flips: float, loss: float, reps: int,
+          rng: np.random.Generator) -> float:
     hits = 0
     for _ in range(reps):
-        _, decisions = decide([simulate(n, flips, loss, rng)], Options())
-        hits += decisions[0].status == "regression"
+        *pool, cand = runs(n, k, flips, loss / 100, rng)
+        report = gate(pool[0], cand, pool[1:])
+        hits += any(d.status == "regression" for d in report.decisions)
     return hits / reps
 
 
 def rows(reps: int, seed: int) -> list[tuple[str, ...]]:
-    level = LEVEL
     found = []
     for loss in LOSSES:
         for flips in FLIPS:
-            n = items_for_loss(loss / 100, flips, level)
-            assert n is not None
-            predicted = mcnemar_power(n, flips, loss / 100, level)
-            found.append((f"{loss:g}", f"{100 * flips:g}%", f"{n:,}", f"{100 * predicted:.1f}%",
-                          f"{100 * simulated_power(n, flips, loss / 100, reps, seed):.1f}%"))
+            rng = np.random.default_rng([seed, int(loss * 10), int(flips * 1000)])
+            asked = planned(flips, loss, rng)
+            if asked is None:
+                found.append((f"{loss:g}", f"{100 * flips:g}%", "none", "-", "-"))
+                continue
+            n, k = asked
+            found.append((f"{loss:g}", f"{100 * flips:g}%", f"{n:,}", str(k),
+                          f"{100 * power(n, k, flips, loss, reps, rng):.1f}%"))
     return found
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=600)
+    parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    header = ("loss (points)", "flip rate", "plan: items needed", "plan: power",
+    header = ("loss (points)", "flip rate", "plan: items", "plan: noise runs",
               "gate simulated: power")
-    print(f"GSM8K alone, alpha {ALPHA}: accuracy at {LEVEL:.3g} (weight {PRIMARY_WEIGHT:g} of "
-          f"{TASK_WEIGHT:g}, beside truncated and empty), {args.reps} replicates per cell")
+    print(f"GSM8K alone, a pilot of {PILOT} items, 80% power asked, {args.reps} replicates "
+          "per cell")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows(args.reps, args.seed):

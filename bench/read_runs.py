@@ -104,7 +104,7 @@ def json_pass(paths: list[Path]) -> None:
 
 
 def typed_pass(paths: list[Path]) -> None:
-    from kveval.formats.records import read_run
+    from kveval.formats.reader import read_run
 
     runs = [read_run(path, judging=True) for path in paths]
     del runs

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from kveval.cli.cli import main
-from kveval.formats import records
-from kveval.formats.reader import Shared
-from kveval.formats.records import read_run
+from kveval.formats import reader
+from kveval.formats.reader import Shared, read_run
 
 HEADER = {
     "type": "run", "schema_version": 1, "endpoint": "http://h/v1", "model": "m",
@@ -61,8 +60,8 @@ def compare_json(paths: list[Path], capsys: pytest.CaptureFixture[str]) -> dict[
 
 def test_compare_json_is_the_same_as_from_full_records(runs, capsys, monkeypatch):
     lean = compare_json(runs, capsys)
-    full_read = records.read_run
-    monkeypatch.setattr(records, "read_run", lambda path, **_: full_read(path))
+    full_read = reader.read_run
+    monkeypatch.setattr(reader, "read_run", lambda path, **_: full_read(path))
     full = compare_json(runs, capsys)  # every field of every record (judging=False)
     assert lean == full
     assert lean["tasks"][0]["task"] == "gsm8k"

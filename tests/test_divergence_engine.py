@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kveval.cli.cli import main
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from kveval.run import engine_setup
 from tests.clirun import kveval
 

@@ -21,7 +21,7 @@ from fake_server import Behaviour, FakeServer
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from tests.clirun import kveval
 from tests.fuzz import SECRET, check, dumps, hostile, spellings
 

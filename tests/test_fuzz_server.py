@@ -17,7 +17,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from kveval import masking
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from tests.clirun import kveval
 from tests.fuzz import (
     SECRET,

@@ -13,7 +13,7 @@ import pytest
 from llama_server import available, llama_server
 
 from kveval.cli.cli import main
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from kveval.run import engine_setup
 from tests.clirun import kveval
 

@@ -16,7 +16,8 @@ import pytest
 from fake_server import Behaviour, FakeServer
 
 from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
-from kveval.formats.records import read_run, to_json
+from kveval.formats.reader import read_run
+from kveval.formats.records import to_json
 from tests.clirun import kveval
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lmeval"

@@ -11,7 +11,7 @@ import pytest
 from fake_server import Behaviour, FakeServer
 from test_run_cli import kveval, last_line
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 
 
 def find_needle(body: dict[str, Any]) -> str:

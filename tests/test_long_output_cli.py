@@ -13,7 +13,8 @@ import pytest
 from fake_server import Behaviour, FakeServer
 from test_run_cli import kveval, last_line
 
-from kveval.formats.records import ItemRecord, read_run
+from kveval.formats.reader import read_run
+from kveval.formats.records import ItemRecord
 
 LONG = 6000  # characters of the last message from which the "degraded" server slips
 

@@ -10,7 +10,7 @@ import pytest
 from fake_server import FakeServer
 
 from kveval.cli.cli import main
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 
 PROMPTS = [f"prompt number {i}" for i in range(30)]
 

@@ -109,7 +109,7 @@ def test_good_log_probabilities_pass() -> None:
 
 def test_the_reader_names_the_field_once(tmp_path: Path) -> None:
     from kveval.errors import RunFileError
-    from kveval.formats.records import read_run
+    from kveval.formats.reader import read_run
 
     bad = json.loads(json.dumps(LP))
     bad["top_tokens"][1] = ["y", "y"]

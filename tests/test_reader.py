@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kveval.errors import RunFileError
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from tests.clirun import kveval
 
 

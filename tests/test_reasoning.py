@@ -9,7 +9,7 @@ import pytest
 from fake_server import Behaviour, FakeServer
 
 from kveval.cli.cli import main
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from kveval.run.client import parse_reply
 
 

@@ -17,7 +17,7 @@ import pytest
 from fake_engines import ToyModel, llama_server, sglang, vllm
 from fake_server import FakeServer
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from kveval.run.client import Reply, checked
 from kveval.run.forcing import MAX_SLOTS, _slots
 from tests.clirun import kveval

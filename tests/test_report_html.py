@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from kveval.cli.cli import main
-from kveval.formats.records import ItemRecord, read_run
+from kveval.formats.reader import read_run
+from kveval.formats.records import ItemRecord
 from kveval.judge.compare import side_from_run
 from kveval.judge.verdict import gate as judge
 from kveval.show.extras import task_extras

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fake_server import Behaviour, FakeServer
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from tests.clirun import kveval
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from clirun import kveval
 from fake_server import Behaviour, FakeServer
 
 from kveval.formats import writer
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 
 REPO = Path(__file__).resolve().parents[1]
 

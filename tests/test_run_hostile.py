@@ -12,7 +12,7 @@ import pytest
 from clirun import kveval
 from hostile_server import HOSTILE, HostileServer
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 
 KEY = "sk-very-secret-key-1234"
 

@@ -13,7 +13,7 @@ import pytest
 from clirun import kveval
 from fake_server import Behaviour, FakeServer
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from kveval.run.client import ClientConfig, make_client, send
 
 

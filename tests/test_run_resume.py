@@ -9,7 +9,7 @@ import pytest
 from clirun import kveval
 from fake_server import Behaviour, FakeServer
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 
 METRICS = 'vllm:cache_config_info{block_size="16",cache_dtype="%s"} 1.0\n'
 

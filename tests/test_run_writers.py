@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from fake_server import Behaviour, FakeServer
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from tests.clirun import kveval
 from tests.report_fixtures import three_runs
 

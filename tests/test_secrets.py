@@ -15,7 +15,7 @@ from clirun import kveval
 from hostile_server import HostileServer
 
 from kveval import masking
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 
 KEY = "sk-very-secret-key-1234"
 USER, PASSWORD = "alice", "pa55-word-9x"

@@ -10,7 +10,7 @@ import pytest
 from clirun import kveval
 from fake_server import FakeServer
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 
 
 def suite(tmp_path: Path, text: str) -> Path:

@@ -14,7 +14,7 @@ from fake_engines import TEMPLATE, ToyModel, llama_server, sglang, vllm
 from fake_server import FakeServer
 from test_logprobs_cli import ANSWER, BASE_TOP, KL_MOVED, PROMPTS, TOKENS, run, serve
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from tests.clirun import kveval
 
 BASE = {"x": 0.6, "y": 0.3}

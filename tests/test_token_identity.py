@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from test_logprobs_cli import ANSWER, BASE_TOP, PROMPTS, TOKENS, run, serve
 
 from kveval.formats.checks import logprobs_problem
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from kveval.run.logprobs import compact, outcomes
 from tests.clirun import kveval
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kveval.formats.records import read_run
+from kveval.formats.reader import read_run
 from tests.clirun import kveval
 from tests.local_server import LocalServer
 

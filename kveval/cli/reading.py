@@ -17,7 +17,7 @@ def load(path: str, shared: Shared | None = None) -> Side:
     """A kveval run file, an lm-eval samples log, or the tutorial's JSON array of answers;
     runs judged together share one `shared` (what they hold alike is kept once)."""
     from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
-    from kveval.formats.records import is_answer_array, read_answer_array, read_run
+    from kveval.formats.reader import is_answer_array, read_answer_array, read_run
     from kveval.judge.compare import side_from_answers, side_from_run
 
     if looks_like_lmeval(path):
@@ -41,7 +41,7 @@ def load_run(path: str, shared: Shared | None = None) -> Side:
     """A kveval run file or an lm-eval samples log; arrays of answers carry no scores."""
     from kveval.errors import UsageError
     from kveval.formats.lmeval import looks_like_lmeval, read_lmeval
-    from kveval.formats.records import is_answer_array, read_run
+    from kveval.formats.reader import is_answer_array, read_run
     from kveval.judge.compare import side_from_run
 
     if looks_like_lmeval(path):

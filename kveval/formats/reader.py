@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import IO, Any
 
 import msgspec
 
-from kveval.errors import RunFileError
+from kveval.errors import KvevalError, RunFileError
 from kveval.formats import limits
 from kveval.formats.checks import record_problem
 from kveval.formats.records import SCHEMA_VERSION, ItemRecord, Run, RunHeader
@@ -210,7 +211,7 @@ def parse_items(fh: IO[bytes], path: Path,
 
 
 def read_run_file(path: Path, shared: Shared | None = None) -> Run:
-    """Read and validate a run file (see records.read_run)."""
+    """Read and validate a run file (see reader.read_run)."""
     try:
         with limits.open_regular(path) as fh, _gc_paused():
             first = fh.readline(limits.MAX_LINE_BYTES + 1)
@@ -229,3 +230,40 @@ def read_run_file(path: Path, shared: Shared | None = None) -> Run:
     except OSError as exc:
         raise RunFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return Run(header=header, items=items, path=path, truncated_tail=truncated)
+
+
+def read_run(path: str | Path, *, judging: bool = False, shared: Shared | None = None) -> Run:
+    """Read a run file, every field validated; raise RunFileError with one clear line
+    (`fp8.jsonl:17: correct: expected bool, got str`) when it cannot be read.
+
+    `judging=True` leaves out what judging never reads, the largest part of a record: each
+    item's `request` ({}), `usage` and `latency_s` (None). A resumed run needs them all.
+    Runs judged together are best read with one `shared` (formats/reader.py: Shared): each
+    value the runs hold alike for an item is then kept once. It implies `judging`.
+    """
+    if judging and shared is None:
+        shared = Shared()
+    return read_run_file(Path(path), shared)
+
+
+def read_answer_array(path: str | Path) -> list[str]:
+    """Read the tutorial format: a JSON array of answer strings, paired by position."""
+    path = Path(path)
+    try:
+        data = limits.loads(limits.read_whole(path).decode("utf-8"), str(path))
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunFileError(f"{path}: not a JSON array of answers ({exc})") from None
+    if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
+        raise RunFileError(f"{path}: not a JSON array of answer strings")
+    return data
+
+
+def is_answer_array(path: str | Path) -> bool:
+    """True when the file starts with '[' (the tutorial's JSON array), not a run header."""
+    try:
+        with limits.open_regular(path) as fh:
+            return fh.read(64).decode("utf-8", "ignore").lstrip().startswith("[")
+    except (OSError, UnicodeDecodeError, KvevalError):  # read_run says what is wrong with it
+        return False

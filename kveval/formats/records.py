@@ -2,8 +2,8 @@
 
 Appending is the only write during a run, so a crash loses at most the line being
 written; `read_run` tolerates exactly that (a truncated last line) and nothing else.
-This module owns `SCHEMA_VERSION`, the records and reading (the typed decoding behind
-`read_run` is formats/reader.py); formats/writer.py writes.
+This module owns `SCHEMA_VERSION` and the records; formats/reader.py reads them (its typed
+decoder), formats/writer.py writes.
 """
 
 from __future__ import annotations
@@ -12,14 +12,9 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import msgspec
-
-from kveval.errors import RunFileError
-
-if TYPE_CHECKING:
-    from kveval.formats.reader import Shared
 
 SCHEMA_VERSION = 1
 
@@ -125,50 +120,6 @@ def to_json(record: RunHeader | ItemRecord) -> str:
     data = (msgspec.structs.asdict(record) if isinstance(record, ItemRecord)
             else {f.name: getattr(record, f.name) for f in fields(record)})
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
-def read_run(path: str | Path, *, judging: bool = False, shared: Shared | None = None) -> Run:
-    """Read a run file, every field validated; raise RunFileError with one clear line
-    (`fp8.jsonl:17: correct: expected bool, got str`) when it cannot be read.
-
-    `judging=True` leaves out what judging never reads, the largest part of a record: each
-    item's `request` ({}), `usage` and `latency_s` (None). A resumed run needs them all.
-    Runs judged together are best read with one `shared` (formats/reader.py: Shared): each
-    value the runs hold alike for an item is then kept once. It implies `judging`.
-    """
-    from kveval.formats.reader import Shared, read_run_file
-
-    if judging and shared is None:
-        shared = Shared()
-    return read_run_file(Path(path), shared)
-
-
-def read_answer_array(path: str | Path) -> list[str]:
-    """Read the tutorial format: a JSON array of answer strings, paired by position."""
-    from kveval.formats import limits
-
-    path = Path(path)
-    try:
-        data = limits.loads(limits.read_whole(path).decode("utf-8"), str(path))
-    except FileNotFoundError:
-        raise RunFileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunFileError(f"{path}: not a JSON array of answers ({exc})") from None
-    if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
-        raise RunFileError(f"{path}: not a JSON array of answer strings")
-    return data
-
-
-def is_answer_array(path: str | Path) -> bool:
-    """True when the file starts with '[' (the tutorial's JSON array), not a run header."""
-    from kveval.errors import KvevalError
-    from kveval.formats import limits
-
-    try:
-        with limits.open_regular(path) as fh:
-            return fh.read(64).decode("utf-8", "ignore").lstrip().startswith("[")
-    except (OSError, UnicodeDecodeError, KvevalError):  # read_run says what is wrong with it
-        return False
 
 
 def iter_items(runs: Iterable[Run]) -> Iterator[ItemRecord]:

@@ -15,8 +15,8 @@ from typing import Any
 from kveval.adapters.base import Item
 from kveval.errors import RunFileError, UsageError
 from kveval.formats import lock
-from kveval.formats.reader import parse_header
-from kveval.formats.records import ItemRecord, Run, RunHeader, read_run, stable
+from kveval.formats.reader import parse_header, read_run
+from kveval.formats.records import ItemRecord, Run, RunHeader, stable
 from kveval.formats.writer import RunWriter, create_run, line, refuse_existing, reopen_run
 from kveval.masking import registered
 

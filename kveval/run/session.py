@@ -255,7 +255,7 @@ def replayed(opts: RunOptions, old: Run | None) -> RunOptions:
     """With no task named: the settings of the run on file (--resume) or of --like FILE."""
     if opts.task_names or opts.suite:
         return opts
-    from kveval.formats.records import read_run
+    from kveval.formats.reader import read_run
     from kveval.run.replay import from_header
 
     if opts.like:

@@ -113,7 +113,7 @@ def forced_records(baseline: Run, limit: int | None) -> tuple[list[ItemRecord], 
 
 
 def load_baseline(path: str) -> Run:
-    from kveval.formats.records import read_run
+    from kveval.formats.reader import read_run
 
     if not Path(path).is_file():
         raise UsageError(f"--teacher-force {path}: no such run file")
