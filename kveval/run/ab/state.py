@@ -136,7 +136,7 @@ class Progress:
 
 
 def progress(path: Path) -> Progress:
-    from kveval.formats.records import read_run
+    from kveval.formats.reader import read_run
 
     if not path.exists():
         return Progress(path, None)

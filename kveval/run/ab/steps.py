@@ -78,7 +78,7 @@ def run_options(ctx: Context, step: RunStep, side: Side, base_url: str) -> Any:
 
 def _answered(path: Path) -> tuple[int, int, list[float]]:
     """Answered items on file, their completion tokens and latencies."""
-    from kveval.formats.records import read_run
+    from kveval.formats.reader import read_run
 
     if not path.exists():
         return 0, 0, []
