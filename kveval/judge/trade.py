@@ -51,10 +51,6 @@ def header_kv(side: Side) -> dict[str, Any]:
     return {"kv_tokens": n_ctx, "kv_source": "/props n_ctx"} if n_ctx else {}
 
 
-def _latencies(side: Side) -> list[float]:
-    return [i.latency_s for i in side.items if i.ok and i.latency_s is not None]
-
-
 def _pct(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
@@ -84,9 +80,10 @@ def _load(load: Any) -> dict[str, Any]:
     return msgspec.structs.asdict(load)
 
 
-def run_figures(side: Side, figures: ServerFigures | None) -> dict[str, Any]:
-    """One run's figures: its header's, then what `kveval ab` measured of its server."""
-    latencies = _latencies(side)
+def run_figures(side: Side, figures: ServerFigures | None,
+                latencies: Sequence[float]) -> dict[str, Any]:
+    """One run's figures: its header's and its items' latencies, then what `kveval ab`
+    measured of its server."""
     setup = dict(side.header.setup) if side.header else {}
     found: dict[str, Any] = {"label": side.label, "path": side.path, "setup": setup,
                              **header_kv(side),
@@ -122,9 +119,12 @@ def ratios(runs: Sequence[dict[str, Any]], base: dict[str, Any]) -> dict[str, An
 
 
 def trade(base: Side, cand: Side, noise: Sequence[Side],
-          figures: dict[str, ServerFigures | None]) -> dict[str, Any]:
+          figures: dict[str, ServerFigures | None],
+          latencies: dict[str, Sequence[float]]) -> dict[str, Any]:
     """The gate's `trade` key; `figures`: what `kveval ab` measured of each run's server,
-    keyed by run path (None or absent: the run's header alone)."""
-    runs = [run_figures(side, figures.get(side.path)) for side in (base, cand, *noise)]
+    keyed by run path (None or absent: the run's header alone); `latencies`: each run's
+    answered items' latencies, by path."""
+    runs = [run_figures(side, figures.get(side.path), latencies.get(side.path, ()))
+            for side in (base, cand, *noise)]
     return {"baseline": runs[0], "candidate": runs[1], "noise": runs[2:],
             "ratio": ratios([runs[1], *runs[2:]], runs[0])}

@@ -46,6 +46,7 @@ class AbOptions:
     concurrency: int
     model: str | None
     dry_run: bool = False
+    grace: float = 30.0  # --stop-grace: SIGTERM to SIGKILL
 
     def command(self, side: Side) -> tuple[str, ...]:
         return (*self.serve, *side.args)
@@ -97,4 +98,4 @@ def from_cli(o: dict[str, Any]) -> AbOptions:
                          "--baseline: the two setups are the same")
     return AbOptions(serve, sides[0], sides[1], o["noise_runs"], o["suite"], o["data"],
                      o["teacher_force"], o["speed"], Path(o["output"]), o["ready_timeout"],
-                     o["concurrency"], o["model"], o["dry_run"])
+                     o["concurrency"], o["model"], o["dry_run"], o["stop_grace"])

@@ -2,8 +2,9 @@
 
 Start 1 is the baseline's setup, then `--noise-runs N` restarts of it, then the candidate's
 setup. Each server runs the suite into its own run file (the restarts `--order shuffle`,
-each with its own seed), then, where teacher forcing applies, forces the baseline's answers
-(`LABEL-forced.jsonl`) while it is up, then the `--speed` load. A run whose file holds every
+each with its own seed), then, where teacher forcing applies, each server after the
+baseline's forces the baseline's answers (`LABEL-forced.jsonl`) while it is up, then the
+`--speed` load. A run whose file holds every
 item its header planned, each answered, is finished and kept; a server whose runs are all
 finished (and whose load is measured) is not started again.
 """
@@ -20,7 +21,7 @@ BASELINE, CANDIDATE = "baseline", "candidate"
 
 @dataclass(frozen=True)
 class RunStep:
-    label: str  # the run's label and file name: baseline, noise1, candidate, baseline-forced
+    label: str  # the run's label and file name: baseline, noise1, candidate, noise1-forced
     path: Path
     order: str  # data or shuffle
     forced: bool = False  # teacher-forces the baseline's answers
@@ -78,7 +79,7 @@ def plan(opts: AbOptions, forcing: bool) -> tuple[Start, ...]:
         side = opts.candidate if label == CANDIDATE else opts.baseline
         order = "shuffle" if label.startswith("noise") else "data"
         runs = [RunStep(label, folder.run(label), order)]
-        if forcing:
+        if forcing and label != BASELINE:  # the baseline's own answers need no forcing
             forced = f"{label}-forced"
             runs.append(RunStep(forced, folder.run(forced), "data", forced=True))
         starts.append(Start(label, side, tuple(runs), opts.speed))
