@@ -6,7 +6,8 @@
   'false'`, which gives the pool's tokens.
 - vLLM: `GPU KV cache size: 1,234,560 tokens`, `Available KV cache memory: 20.5 GiB` and
   `Maximum concurrency for 4,096 tokens per request: 301.41x`.
-- SGLang: `KV Cache is allocated. #tokens: 1234567, K size: 10.23 GB, V size: 10.23 GB`
+- SGLang: `KV Cache is allocated. #tokens: 1234567, K size: 10.23 GB, V size: 10.23 GB`,
+  or with an MLA model's one pool `KV Cache is allocated. #tokens: 524288, KV size: 17.16 GB`
   (its GB is 2**30 bytes).
 """
 
@@ -27,8 +28,8 @@ _VLLM_TOKENS = re.compile(r"KV cache size: " + _NUMBER + " tokens")
 _VLLM_MEMORY = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 _VLLM_CONCURRENCY = re.compile(r"Maximum concurrency for " + _NUMBER +
                                r" tokens per request: ([\d.]+)x")
-_SGLANG = re.compile(r"KV Cache is allocated\. #tokens: (\d+), K size: ([\d.]+) GB, "
-                     r"V size: ([\d.]+) GB")
+_SGLANG = re.compile(r"KV Cache is allocated\. #tokens: (\d+), (?:K size: ([\d.]+) GB, "
+                     r"V size: ([\d.]+) GB|KV size: ([\d.]+) GB)")
 
 
 def _int(text: str) -> int:
@@ -84,7 +85,7 @@ def _sglang(text: str) -> KvPool | None:
     if found is None:
         return None
     count = int(found[1])
-    size = (float(found[2]) + float(found[3])) * GiB
+    size = (float(found[2]) + float(found[3]) if found[2] else float(found[4])) * GiB
     return KvPool(count, size / count if count else None, said=(_line(text, found),))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -141,8 +142,9 @@ def send(ctx: Context, step: RunStep, start: Start, server: serve.Server,
     warm_up()
     before = _answered(step.path)[:2]
     began = time.perf_counter()
-    try:
-        return run_session(run_options(ctx, step, start.side, server.base_url))
+    try:  # stdout is the gate's: each run's summary goes to stderr with the progress
+        with contextlib.redirect_stdout(sys.stderr):
+            return run_session(run_options(ctx, step, start.side, server.base_url))
     finally:
         if not step.forced:
             record.update(run=pace(before, step.path, time.perf_counter() - began,
