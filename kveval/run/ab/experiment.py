@@ -57,6 +57,11 @@ class Forcing:
             write_state(Folder(self.opts.output).state, self.state)
         return bool(self.state.forcing)
 
+    def stop(self, why: str) -> None:
+        click.echo(f"note: not teacher-forcing: {why}", err=True)
+        self.state = State(self.state.arguments, False)
+        write_state(Folder(self.opts.output).state, self.state)
+
     def _probe(self, server: serve.Server) -> bool:
         from kveval.run.check import forcing_method
         from kveval.run.endpoint import choose_model, probe
@@ -85,7 +90,7 @@ def run_experiment(opts: AbOptions, api_key: str | None) -> int:
     opts.output.mkdir(parents=True, exist_ok=True)
     forcing = Forcing(opts, state, api_key)
     write_state(folder.state, forcing.state)
-    ctx = Context(opts, folder, api_key, forcing)
+    ctx = Context(opts, folder, api_key, forcing, forcing.stop)
     try:
         return max([run_start(ctx, start, forcing.state.forcing) for start in starts])
     except (KeyboardInterrupt, Interrupted):

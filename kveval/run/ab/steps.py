@@ -24,7 +24,7 @@ from typing import Any
 import click
 import msgspec
 
-from kveval.errors import EXIT_OK
+from kveval.errors import EXIT_OK, EndpointError, UsageError
 from kveval.formats.figures import (
     RunFigures,
     Sending,
@@ -54,6 +54,7 @@ class Context:
     folder: Folder
     api_key: str | None
     forcing: Callable[[serve.Server], bool]  # whether this experiment forces (asked once)
+    stop_forcing: Callable[[str], None] = lambda why: None  # auto: forcing found impossible
 
 
 def setup_of(opts: AbOptions, side: Side) -> dict[str, str]:
@@ -151,6 +152,20 @@ def send(ctx: Context, step: RunStep, start: Start, server: serve.Server,
                                    record.figures.run, ctx.opts.concurrency))
 
 
+def send_step(ctx: Context, step: RunStep, start: Start, server: serve.Server,
+              record: Recorder) -> int:
+    """One run; with --teacher-force auto, a forced run the server cannot make (chat items
+    and no chat template endpoint, say) ends forcing for the experiment with a note."""
+    if not step.forced or ctx.opts.teacher_force != "auto":
+        return send(ctx, step, start, server, record)
+    try:
+        return send(ctx, step, start, server, record)
+    except (UsageError, EndpointError) as exc:
+        step.path.unlink(missing_ok=True)
+        ctx.stop_forcing(str(exc))
+        return EXIT_OK
+
+
 def _model(ctx: Context, server: serve.Server) -> str:
     from kveval.run.endpoint import choose_model, list_models
 
@@ -217,7 +232,7 @@ def run_start(ctx: Context, start: Start, forcing: bool | None) -> int:
         for step in start.runs:
             if progress(step.path).finished or (step.forced and not ctx.forcing(server)):
                 continue
-            code = max(code, send(ctx, step, start, server, record))
+            code = max(code, send_step(ctx, step, start, server, record))
             serve.check_alive(server)
         if start.speed and not record.figures.speed:
             measure_speed(ctx, server, record)
