@@ -58,8 +58,13 @@ def kv_line(k: str, v: str) -> str:
             f"layers,  1/1 seqs), K ({k}): {k_mib:7.2f} MiB, V ({v}): {v_mib:7.2f} MiB")
 
 
+def usage_of(body: dict[str, Any], out: int = 5) -> dict[str, int]:
+    words = len(str(body.get("prompt") or "").split()) or 10  # a word is a token here
+    return {"prompt_tokens": words, "completion_tokens": out, "total_tokens": words + out}
+
+
 def reply(body: dict[str, Any]) -> dict[str, Any]:
-    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    usage = usage_of(body)
     if "messages" in body:
         return {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
@@ -88,6 +93,26 @@ def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def stream(self, body: dict[str, Any]) -> None:
+            """Server-sent events: one token a chunk, then the usage, then [DONE]."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            out = int(body.get("max_tokens") or 4)
+            for _ in range(out):
+                self.event({"id": "c", "object": "text_completion", "created": 0,
+                            "model": body["model"],
+                            "choices": [{"index": 0, "text": "x ", "finish_reason": None}]})
+            self.event({"id": "c", "object": "text_completion", "created": 0,
+                        "model": body["model"], "choices": [], "usage": usage_of(body, out)})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.close_connection = True
+
+        def event(self, payload: dict[str, Any]) -> None:
+            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            self.wfile.flush()
+
         def do_GET(self) -> None:  # noqa: N802
             if args.fault == "never":
                 return self.send(503, {"error": {"message": "loading model"}})
@@ -109,6 +134,8 @@ def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
                 print("GGML_ASSERT: fake crash", flush=True)
                 os._exit(134)
             time.sleep(args.latency)
+            if body.get("stream"):
+                return self.stream(body)
             append(args.count, f"{os.getpid()} {body.get('max_tokens')} "
                                f"{hashlib.sha256(prompt.encode()).hexdigest()[:16]}")
             self.send(200, reply(body))

@@ -192,3 +192,15 @@ def test_secrets_in_the_command_and_environment_are_masked_everywhere(
     for path in (tmp_path / "ab").rglob("*"):
         if path.is_file():
             assert secret not in path.read_text(errors="replace"), path
+
+
+def test_speed_measures_a_streaming_load_on_every_server(tmp_path: Path, suite: Path) -> None:
+    suite.write_text(suite.read_text() + "\n[speed]\nprompt_tokens = 64\noutput_tokens = 8\n"
+                     "requests = 4\nconcurrency = [1, 2]\n")
+    done = ab(tmp_path, suite, "--speed", "--json", "--teacher-force", "off")
+    assert done.returncode == 0, done.stderr
+    speed = json.loads(done.stdout)["trade"]["candidate"]["speed"]
+    assert [load["concurrency"] for load in speed] == [1, 2]
+    assert all(load["errors"] == 0 and load["output_tokens"] == 8 for load in speed)
+    assert all(load["ttft_p50_s"] > 0 and load["output_tokens_per_s"] > 0 for load in speed)
+    assert 60 <= speed[0]["prompt_tokens"] <= 68
