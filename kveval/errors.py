@@ -37,6 +37,11 @@ class EngineError(KvevalError):
     """The embedded llama.cpp engine could not start or died."""
 
 
+class ServerError(KvevalError):
+    """A server `kveval ab` started exited before it answered, never answered, died while
+    serving, or left its port taken after it was stopped."""
+
+
 class Interrupted(KvevalError):
     """Ctrl-C or SIGTERM stopped a run; the message says what the run file holds."""
 

@@ -17,6 +17,7 @@ import traceback
 import click
 
 from kveval import __version__
+from kveval.cli.ab import ab
 from kveval.cli.check import check
 from kveval.cli.demo import demo
 from kveval.cli.plan import plan
@@ -44,10 +45,11 @@ def cli() -> None:
     kveval report   --baseline A --candidate B --noise N -o report.html   # the same, as a page
     kveval plan     results/bf16a.jsonl --noise results/bf16b.jsonl --detect 2  # how many items
     kveval check    --endpoint URL   # what a server offers kveval, in a few seconds
+    kveval ab       --serve "CMD --port {port}" --candidate "ARGS" --suite S -o DIR  # all of it
     """
 
 
-for command in (run, tasks, check, plan, compare, score, gate, report, demo):
+for command in (run, tasks, check, plan, compare, score, gate, report, ab, demo):
     cli.add_command(command)
 
 

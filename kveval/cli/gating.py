@@ -100,7 +100,45 @@ def decide_gate(inputs: Inputs, max_error_rate: float,
                   margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
                   max_error_rate=max_error_rate, repeats=list(inputs.repeats),
                   family=inputs.family)
-    return result, report.gate_blocks(result), report.gate_json(result)
+    blocks, data = report.gate_blocks(result), report.gate_json(result)
+    found = trade_of(inputs)
+    data["trade"] = found
+    return result, [*blocks[:-1], *trade_blocks(found), *blocks[-1:]], data
+
+
+def figures_beside(path: str) -> Any:
+    """What `kveval ab` measured of a run's server (`servers/LABEL.json` beside the run
+    file), or None: a run made without it, or a figures file that cannot be read (the
+    trade is reported figures, never a reason the gate cannot judge)."""
+    from pathlib import Path
+
+    from kveval.errors import KvevalError
+    from kveval.formats.figures import read_optional
+
+    run = Path(path)
+    try:
+        return read_optional(run.parent / "servers" / f"{run.stem}.json")
+    except KvevalError:
+        return None
+
+
+def trade_of(inputs: Inputs) -> dict[str, Any]:
+    from pathlib import Path
+
+    from kveval.formats.figures import latencies
+    from kveval.judge.trade import trade
+
+    base, cand = inputs.baseline, inputs.candidate
+    assert base is not None and cand is not None
+    sides = (base, cand, *inputs.noise)
+    return trade(base, cand, inputs.noise, {s.path: figures_beside(s.path) for s in sides},
+                 {s.path: latencies(Path(s.path)) for s in sides})
+
+
+def trade_blocks(found: dict[str, Any]) -> list[Block]:
+    from kveval.show.trade_view import trade_blocks as blocks
+
+    return blocks(found)
 
 
 def page_html(inputs: Inputs, result: GateReport | None, error: Exception | None,

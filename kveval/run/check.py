@@ -156,6 +156,22 @@ async def _forced(conn: Connection, method: Method, base_url: str, model: str) -
     return f"{why}; {LACKS}" if method.name == "echo" else why
 
 
+def forcing_method(base_url: str, model: str, api_key: str | None,
+                   fingerprint: dict[str, Any]) -> tuple[Method, str | None]:
+    """The method `run --teacher-force` would choose, and, tried on one tiny item as `check`
+    tries it, None when it works, else why not (`kveval ab --teacher-force auto`)."""
+    method = select(Probe(base_url, model, api_key), fingerprint)
+
+    async def tried() -> str | None:
+        conn = make_client(ClientConfig(base_url, api_key, CHECK_TIMEOUT_S, retries=0))
+        try:
+            return await _forced(conn, method, base_url, model)
+        finally:
+            await conn.client.close()
+
+    return method, asyncio.run(tried())
+
+
 def _tiny_run(model: str) -> Any:
     from pathlib import Path
 

@@ -44,6 +44,9 @@ class RunOptions:
     order: str = "data"  # --order: data or shuffle
     specs: tuple[Any, ...] = ()  # the tasks as a resumed run's header recorded them (replay)
     like: str | None = None  # --like RUN.jsonl: a new run with that run's settings
+    # what the header records as the endpoint where not the URL itself: `kveval ab`'s
+    # http://127.0.0.1:{port}/v1, whose port changes at every start of the same setup
+    endpoint_label: str | None = None
 
     @classmethod
     def from_cli(cls, o: dict[str, Any]) -> RunOptions:

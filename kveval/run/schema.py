@@ -13,7 +13,7 @@ from typing import Any
 
 from kveval.errors import UsageError
 
-SUITE_KEYS = ("task", "setup", "extra_body")
+SUITE_KEYS = ("task", "setup", "extra_body", "speed")
 NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 Check = Callable[[Any], str | None]  # None when the value is fine, else what it should be
@@ -126,11 +126,32 @@ def check_task_table(table: dict[str, Any], where: str) -> None:
         _check(key, value, PARAM_KEYS[key], where)
 
 
+def _users(value: Any) -> str | None:
+    ok = isinstance(value, list) and value and all(_int(1, 4096)(v) is None for v in value)
+    return None if ok else "a list of concurrent users from 1 to 4096, e.g. [1, 32]"
+
+
+# `kveval ab --speed`: the fixed streaming load's size (the usual serving benchmark's)
+SPEED_KEYS: dict[str, Check] = {"prompt_tokens": _int(1), "output_tokens": _int(1),
+                                "requests": _int(1, 100_000), "concurrency": _users}
+
+
+def check_speed(table: Any, where: str) -> None:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: [speed] must be a table")
+    for key, value in table.items():
+        if key not in SPEED_KEYS:
+            raise unknown(key, SPEED_KEYS, f"{where} [speed]")
+        _check(key, value, SPEED_KEYS[key], f"{where} [speed]")
+
+
 def check_suite(data: dict[str, Any], where: str) -> None:
-    """The top level of a suite file: [[task]] tables, a [setup] table, an [extra_body] table."""
+    """The top level of a suite file: [[task]] tables, a [setup] table, an [extra_body]
+    table, a [speed] table."""
     for key in data:
         if key not in SUITE_KEYS:
             raise unknown(key, SUITE_KEYS, where)
+    check_speed(data.get("speed", {}), where)
     setup = data.get("setup", {})
     if not isinstance(setup, dict) or not all(
             NAME.fullmatch(k) and isinstance(v, str) for k, v in setup.items()):

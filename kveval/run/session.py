@@ -55,7 +55,7 @@ def open_target(opts: RunOptions, logits_all: bool = False) -> Iterator[Target]:
     if opts.endpoint:
         info = probe(opts.endpoint, api_key())
         model = choose_model(opts.model, info.model_ids)
-        yield Target(opts.endpoint, redact(opts.endpoint), model, info)
+        yield Target(opts.endpoint, opts.endpoint_label or redact(opts.endpoint), model, info)
         return
     from kveval.run.engine_setup import EngineConfig
     from kveval.run.local import serve

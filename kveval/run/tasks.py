@@ -82,11 +82,13 @@ def builtin_spec(name: str) -> TaskSpec:
 
 @dataclass(frozen=True)
 class Suite:
-    """A suite file: its tasks, the setup it states and the extra request keys it sends."""
+    """A suite file: its tasks, the setup it states, the extra request keys it sends and
+    the size of `kveval ab --speed`'s load."""
 
     specs: list[TaskSpec]
     setup: dict[str, str] = field(default_factory=dict)
     extra_body: dict[str, Any] = field(default_factory=dict)
+    speed: dict[str, Any] = field(default_factory=dict)
 
 
 def load_suite(path_text: str) -> list[TaskSpec]:
@@ -96,7 +98,7 @@ def load_suite(path_text: str) -> list[TaskSpec]:
 
 def read_suite(path_text: str) -> Suite:
     """A suite file: [[task]] tables, each a task name plus the settings it overrides, and
-    the optional [setup] and [extra_body] tables."""
+    the optional [setup], [extra_body] and [speed] tables."""
     path = Path(path_text).expanduser()
     shipped = builtin_dir("tasks") / path.name
     if not path.exists() and path.parent.name == "tasks" and shipped.is_file():
@@ -110,7 +112,7 @@ def read_suite(path_text: str) -> Suite:
     check_unique([spec.name for spec in specs], str(path))
     extra = data.get("extra_body", {})
     check_extra_body(extra, f"{path}: extra_body")
-    return Suite(specs, dict(data.get("setup", {})), extra)
+    return Suite(specs, dict(data.get("setup", {})), extra, dict(data.get("speed", {})))
 
 
 def _suite_task(table: dict[str, Any], number: int, path: Path) -> TaskSpec:

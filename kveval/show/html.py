@@ -14,6 +14,7 @@ from typing import Any
 from kveval import __version__
 from kveval.safe import terminal
 from kveval.show import charts
+from kveval.show.trade_view import trade_section
 from kveval.show.view import accuracy_section, drift_section, setup_section, verdict_section
 from kveval.show.view_detail import changed_section, extras_section
 from kveval.show.view_long import long_context_section
@@ -76,6 +77,7 @@ def context(data: Mapping[str, Any]) -> dict[str, Any]:
     base, cand = run_labels(data)[:2]
     sections = {
         "verdict": verdict_section(data),
+        "trade": trade_section((data.get("gate") or {}).get("trade")),
         "setup": setup_section(data),
         "accuracy": accuracy_section(data),
         "drift": drift_section(data),

@@ -1,0 +1,135 @@
+"""`kveval ab`: from two server command lines to a verdict. Option parsing and the gate's
+rendering only: the starts and runs are kveval.run.ab's, the decision judge/'s. Heavy modules
+are imported inside the command, so `kveval --help` stays fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kveval.cli import options
+
+SERVE_HELP = ("The server command, `{port}` where the port goes, e.g. \"llama-server -m "
+              "MODEL --port {port}\" or \"vllm serve MODEL --port {port}\" (split as a shell "
+              "would, run without one).")
+
+
+@click.command()
+@click.option("--serve", required=True, metavar="CMD", help=SERVE_HELP)
+@click.option("--candidate", required=True, metavar="ARGS",
+              help="What the candidate adds to CMD, e.g. \"--kv-cache-dtype fp8\".")
+@click.option("--baseline", metavar="ARGS", help="What the baseline adds to CMD.")
+@click.option("--baseline-env", multiple=True, metavar="K=V",
+              help="An environment variable of the baseline's server (repeatable).")
+@click.option("--candidate-env", multiple=True, metavar="K=V",
+              help="An environment variable of the candidate's server (repeatable).")
+@click.option("--noise-runs", type=click.IntRange(0, 20), default=2, show_default=True,
+              metavar="N", help="Restarts of the baseline's setup, each run --order shuffle: "
+                                "the noise floor.")
+@click.option("--suite", required=True, metavar="FILE.toml", help="The suite every run sends.")
+@click.option("--data", metavar="DIR", help="GSM8K folder with train.jsonl and test.jsonl.")
+@click.option("--model", help="Model id to request. Default: the one model /v1/models lists.")
+@click.option("--concurrency", type=click.IntRange(1, 4096), default=32, show_default=True,
+              help="Requests in flight at once in every run.")
+@click.option("--teacher-force", type=click.Choice(["auto", "on", "off"]), default="auto",
+              show_default=True,
+              help="Each server after the baseline's also scores the baseline's answers while "
+                   "it is up (auto: where the server offers a method that works).")
+@click.option("--speed", is_flag=True,
+              help="A short fixed streaming load on each server (the suite's [speed] table).")
+@click.option("--ready-timeout", type=options.Finite(min=1), default=600.0, show_default=True,
+              metavar="S", help="Seconds a server may take to answer /health or /v1/models.")
+@click.option("--stop-grace", type=options.Finite(min=0), default=30.0, show_default=True,
+              metavar="S", help="Seconds between SIGTERM and SIGKILL when a server is stopped.")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="The experiment's folder: run files, servers/ logs, gate.json, report.html. "
+                   "The same command again resumes it.")
+@click.option("--dry-run", is_flag=True, help="Print the plan (each start, each run) only.")
+@options.gate_options
+@options.family_options
+@options.output_options
+def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
+       markdown: bool, **given: Any) -> int:
+    """Start the baseline's server, run the suite, stop it; restart it N times for noise runs;
+    start the candidate's; then gate. Exit 0 pass, 1 regression, 2 cannot judge or a server
+    that would not start, 130/143 interrupted (the same command resumes).
+
+    \b
+    kveval ab --serve "llama-server -m m.gguf --port {port}" \\
+      --candidate "--cache-type-k q8_0 --cache-type-v q8_0" --suite tasks/rollout.toml -o ab/q8
+    """
+    from kveval.run.ab.experiment import run_experiment
+    from kveval.run.ab.options import from_cli
+    from kveval.run.credentials import api_key
+
+    options.check_output(as_json, markdown)
+    family = {k: given.pop(k) for k in ("alpha", "metric", "skip", "max_kl", "min_recovery",
+                                         "effective_fraction", "effective_threshold")}
+    opts = from_cli(given)
+    run_code = run_experiment(opts, api_key())
+    if opts.dry_run:
+        return 0
+    args = _gate_args(opts.output, opts.noise_runs, policy, margin, family)
+    return _gate(args, max_error_rate, as_json, markdown, run_code)
+
+
+def _gate_args(folder: Path, noise_runs: int, policy: str, margin: float | None,
+               family: dict[str, Any]) -> Any:
+    from kveval.cli.gating import GateArgs
+    from kveval.run.ab.plan import BASELINE, CANDIDATE, Folder, labels
+
+    runs = Folder(folder)
+    noise = tuple(str(runs.run(label)) for label in labels(noise_runs)[1:-1])
+    return GateArgs(str(runs.run(BASELINE)), str(runs.run(CANDIDATE)), noise, (), policy,
+                    options.gate_margin(policy, margin), options.family(**family))
+
+
+def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,
+          run_code: int) -> int:
+    """The gate on the runs made: DIR/gate.json, DIR/report.html, the verdict printed."""
+    from kveval.cli import gating
+    from kveval.errors import KvevalError
+    from kveval.show import report
+
+    folder = Path(args.baseline).parent
+    inputs, error = gating.load_inputs(args)
+    try:
+        if error is not None:
+            raise error
+        result, blocks, data = gating.decide_gate(inputs, max_error_rate)
+    except KvevalError as exc:
+        _write_json(folder / "gate.json", report.cannot_judge_json(str(exc)))
+        gating.publish(inputs, str(folder / "report.html"), None, None, exc)
+        raise
+    _write_json(folder / "gate.json", data)
+    gating.publish(inputs, str(folder / "report.html"),
+                   report.to_markdown(blocks) if markdown else None, result, None, data)
+    _print(blocks, data, as_json, markdown)
+    if run_code:
+        click.echo(f"note: some items failed on a server (see {folder}); the gate judged "
+                   "what is on file", err=True)
+    return int(result.exit_code)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    from kveval.atomic import write_text
+    from kveval.errors import RunFileError
+    from kveval.show import report
+
+    try:
+        write_text(path, report.dumps(data) + "\n")
+    except OSError as exc:
+        raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _print(blocks: Any, data: dict[str, Any], as_json: bool, markdown: bool) -> None:
+    from kveval.show import report
+
+    if as_json:
+        click.echo(report.dumps(data))
+    elif markdown:
+        click.echo(report.to_markdown(blocks), nl=False)
+    else:
+        click.echo(report.to_text(blocks), nl=False)

@@ -1,0 +1,240 @@
+"""One server of an `ab` experiment: start it (run/serve.py), send each unfinished run
+through the same session `kveval run` uses (run/session.py: every check, resume and
+protection a run has), teacher-force the baseline's answers, measure the `--speed` load,
+read the KV pool its log told, stop it. What it measured goes to `DIR/servers/LABEL.json`.
+
+Every run header records the setup as `--setup` does: `server_command` (the command with
+`{port}` kept: the port changes at every start), `server_args` and `server_env` (secrets
+masked on the way out), and the endpoint as `http://127.0.0.1:{port}/v1`, so a restart of
+the same setup continues a cut run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from kveval.errors import EXIT_OK, EndpointError, UsageError
+from kveval.formats.figures import (
+    RunFigures,
+    Sending,
+    ServerFigures,
+    read_optional,
+    write_figures,
+)
+from kveval.formats.figures import (
+    Start as Started,
+)
+from kveval.run import serve
+from kveval.run.ab.options import AbOptions, Side
+from kveval.run.ab.plan import BASELINE, Folder, RunStep, Start
+from kveval.run.ab.serverlog import kv_pool
+from kveval.run.ab.state import progress
+from kveval.safe import one_line
+
+ENDPOINT = "http://127.0.0.1:{port}/v1"
+WARM = ("openai", "aiohttp", "tqdm", "kveval.run.client", "kveval.run.data",
+        "kveval.run.preflight", "kveval.run.runner", "kveval.run.summary")
+STARTUP_LOG = 8 << 20  # bytes of a start's output searched for the KV pool
+
+
+@dataclass(frozen=True)
+class Context:
+    opts: AbOptions
+    folder: Folder
+    api_key: str | None
+    forcing: Callable[[serve.Server], bool]  # whether this experiment forces (asked once)
+    stop_forcing: Callable[[str], None] = lambda why: None  # auto: forcing found impossible
+
+
+def setup_of(opts: AbOptions, side: Side) -> dict[str, str]:
+    setup = {"server_command": shlex.join(opts.command(side))}
+    if side.args:
+        setup["server_args"] = shlex.join(side.args)
+    if side.env:
+        setup["server_env"] = " ".join(f"{k}={v}" for k, v in side.env)
+    return setup
+
+
+def run_options(ctx: Context, step: RunStep, side: Side, base_url: str) -> Any:
+    from kveval.run.options import RunOptions
+
+    forced = str(ctx.folder.run(BASELINE)) if step.forced else None
+    return RunOptions(
+        endpoint=base_url, model=ctx.opts.model, task_names=(),
+        suite=None if forced else ctx.opts.suite, limit=None, label=step.label,
+        output=step.path, concurrency=ctx.opts.concurrency, api=None, max_tokens=None,
+        seed=1234, extra_body=None, timeout=600.0, retries=3, resume=step.path.exists(),
+        overwrite=False, data=ctx.opts.data, prompts_file=None,
+        setup=setup_of(ctx.opts, side), order=step.order, teacher_force=forced,
+        endpoint_label=ENDPOINT)
+
+
+def _answered(path: Path) -> tuple[int, int, list[float]]:
+    """Answered items on file, their completion tokens and latencies."""
+    from kveval.formats.reader import read_run
+
+    if not path.exists():
+        return 0, 0, []
+    ok = [item for item in read_run(path).items if item.ok]
+    tokens = sum(int((item.usage or {}).get("completion_tokens") or 0) for item in ok)
+    return len(ok), tokens, [item.latency_s for item in ok if item.latency_s is not None]
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    import numpy as np
+
+    return float(np.percentile(values, q)) if values else None
+
+
+def pace(before: tuple[int, int], path: Path, wall_s: float, old: RunFigures | None,
+         concurrency: int) -> RunFigures:
+    """The run's figures with this stretch of sending added."""
+    items, tokens, latencies = _answered(path)
+    sent = (*(old.sent if old else ()), Sending(items - before[0], tokens - before[1], wall_s))
+    return RunFigures(concurrency, sent, items, _pct(latencies, 50), _pct(latencies, 95))
+
+
+class Recorder:
+    """The server's figures file, rewritten after every change."""
+
+    def __init__(self, path: Path, figures: ServerFigures) -> None:
+        self.path, self.figures = path, figures
+
+    def update(self, **changes: Any) -> None:
+        self.figures = msgspec.structs.replace(self.figures, **changes)
+        write_figures(self.path, self.figures)
+
+
+def recorder(ctx: Context, start: Start) -> Recorder:
+    path = ctx.folder.figures(start.label)
+    found = read_optional(path) or ServerFigures(
+        start.label, ctx.opts.command(start.side), dict(start.side.env))
+    return Recorder(path, found)
+
+
+def warm_up() -> None:
+    """What a run imports on its first request, imported before its pace is timed (the
+    baseline's run would otherwise pay it alone)."""
+    import importlib
+
+    for name in WARM:
+        importlib.import_module(name)
+
+
+def send(ctx: Context, step: RunStep, start: Start, server: serve.Server,
+         record: Recorder) -> int:
+    """One run, through `kveval run`'s session; the free run's pace is recorded even when
+    it is cut short."""
+    from kveval.run.session import run_session
+
+    click.echo(f"kveval ab: {start.label}: run {step.path.name}"
+               f"{' (shuffled)' if step.order == 'shuffle' else ''}", err=True)
+    warm_up()
+    before = _answered(step.path)[:2]
+    began = time.perf_counter()
+    try:  # stdout is the gate's: each run's summary goes to stderr with the progress
+        with contextlib.redirect_stdout(sys.stderr):
+            return run_session(run_options(ctx, step, start.side, server.base_url))
+    finally:
+        if not step.forced:
+            record.update(run=pace(before, step.path, time.perf_counter() - began,
+                                   record.figures.run, ctx.opts.concurrency))
+
+
+def send_step(ctx: Context, step: RunStep, start: Start, server: serve.Server,
+              record: Recorder) -> int:
+    """One run; with --teacher-force auto, a forced run the server cannot make (chat items
+    and no chat template endpoint, say) ends forcing for the experiment with a note."""
+    if not step.forced or ctx.opts.teacher_force != "auto":
+        return send(ctx, step, start, server, record)
+    try:
+        return send(ctx, step, start, server, record)
+    except (UsageError, EndpointError) as exc:
+        step.path.unlink(missing_ok=True)
+        ctx.stop_forcing(str(exc))
+        return EXIT_OK
+
+
+def _model(ctx: Context, server: serve.Server) -> str:
+    from kveval.run.endpoint import choose_model, list_models
+
+    return choose_model(ctx.opts.model, [str(m.get("id")) for m in
+                                         list_models(server.base_url, ctx.api_key)])
+
+
+def measure_speed(ctx: Context, server: serve.Server, record: Recorder) -> None:
+    from kveval.run.ab.speed import LoadSize, measure
+    from kveval.run.tasks import read_suite
+
+    size = LoadSize.of(read_suite(ctx.opts.suite).speed)
+    click.echo(f"kveval ab: {server.command.label}: speed load, {size.requests} requests of "
+               f"{size.prompt_tokens} tokens in, {size.output_tokens} out, at "
+               f"{', '.join(map(str, size.concurrency))} concurrent users", err=True)
+    loads = measure(server.base_url, _model(ctx, server), ctx.api_key, size)
+    record.update(speed=loads)
+    for load in loads:
+        if load.errors:
+            click.echo(f"note: {server.command.label}: speed load at {load.concurrency} "
+                       f"users: {load.errors} of {load.requests} requests failed "
+                       f"({one_line(load.error or '')})", err=True)
+
+
+def pending(start: Start, forcing: bool | None) -> list[RunStep]:
+    """The runs of this start not finished yet (forced ones only where forcing is on)."""
+    return [step for step in start.runs
+            if not (step.forced and forcing is False) and not progress(step.path).finished]
+
+
+def needed(start: Start, figures: ServerFigures, forcing: bool | None) -> bool:
+    return bool(pending(start, forcing)) or (start.speed and not figures.speed)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@contextlib.contextmanager
+def _serve(ctx: Context, start: Start, record: Recorder) -> Iterator[serve.Server]:
+    command = serve.Command(start.label, ctx.opts.command(start.side), start.side.env)
+    click.echo(f"kveval ab: {start.label}: start {shlex.join(command.argv)}", err=True)
+    with serve.serving(command, ctx.folder.log(start.label), ctx.opts.ready_timeout,
+                       ctx.api_key, ctx.opts.grace) as (server, ready_s):
+        click.echo(f"kveval ab: {start.label}: answering on port {server.port} after "
+                   f"{ready_s:.1f} s", err=True)
+        record.update(starts=(*record.figures.starts, Started(server.port, ready_s, _now())))
+        yield server
+        pool = kv_pool(server.output(first=STARTUP_LOG))
+        if pool is not None:
+            record.update(kv=pool)
+        click.echo(f"kveval ab: {start.label}: stopping", err=True)
+
+
+def run_start(ctx: Context, start: Start, forcing: bool | None) -> int:
+    """Start the server where something of it is left to do; the worst exit code of its
+    runs (1: some items failed)."""
+    record = recorder(ctx, start)
+    if not needed(start, record.figures, forcing):
+        click.echo(f"kveval ab: {start.label}: finished on file; not started", err=True)
+        return EXIT_OK
+    code = EXIT_OK
+    with _serve(ctx, start, record) as server:
+        for step in start.runs:
+            if progress(step.path).finished or (step.forced and not ctx.forcing(server)):
+                continue
+            code = max(code, send_step(ctx, step, start, server, record))
+            serve.check_alive(server)
+        if start.speed and not record.figures.speed:
+            measure_speed(ctx, server, record)
+            serve.check_alive(server)
+    return code

@@ -1,0 +1,184 @@
+"""A scripted OpenAI-compatible server process for `kveval ab`'s supervisor tests.
+
+    python tests/ab_server.py --port P [--fault F] [--count FILE] [--pids FILE]
+                              [--latency S] [--cache-type-k T] [--cache-type-v T]
+
+It serves /health, /v1/models, /v1/completions and /v1/chat/completions with a canned
+answer, logs a llama.cpp-shaped KV cache line sized by the cache types, appends its pid to
+`--pids` and one line per completion request (`pid max_tokens sha256(prompt)`) to `--count`.
+Faults: `exit` (exits at start), `never` (never answers 200), `die:N` (dies at its N-th
+completion request), `ignore-term` (ignores SIGTERM), `hold-port` (leaves a process outside
+its group holding the port; its pid is appended to `--pids` too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANSWER = "The answer is 42.\n#### 42"
+BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}  # per element
+LOCK = threading.Lock()
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--fault", default="")
+    p.add_argument("--count")
+    p.add_argument("--pids")
+    p.add_argument("--latency", type=float, default=0.0)
+    p.add_argument("--cache-type-k", default="f16")
+    p.add_argument("--cache-type-v", default="f16")
+    p.add_argument("--api-key")
+    return p.parse_args()
+
+
+def append(path: str | None, line: str) -> None:
+    if path:
+        with LOCK, open(path, "a") as fh:
+            fh.write(line + "\n")
+
+
+def kv_line(k: str, v: str) -> str:
+    cells, layers, dim = 2048, 30, 192
+    k_mib = cells * layers * dim * BYTES[k] / 2**20
+    v_mib = cells * layers * dim * BYTES[v] / 2**20
+    return (f"llama_kv_cache: size = {k_mib + v_mib:7.2f} MiB (  {cells} cells,  {layers} "
+            f"layers,  1/1 seqs), K ({k}): {k_mib:7.2f} MiB, V ({v}): {v_mib:7.2f} MiB")
+
+
+def usage_of(body: dict[str, Any], out: int = 5) -> dict[str, int]:
+    words = len(str(body.get("prompt") or "").split()) or 10  # a word is a token here
+    return {"prompt_tokens": words, "completion_tokens": out, "total_tokens": words + out}
+
+
+def reply(body: dict[str, Any]) -> dict[str, Any]:
+    usage = usage_of(body)
+    if "messages" in body:
+        return {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                             "message": {"role": "assistant", "content": ANSWER}}],
+                "usage": usage}
+    return {"id": "c", "object": "text_completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "text": ANSWER,
+                         "logprobs": None}], "usage": usage}
+
+
+def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
+    seen = [0]
+    die_at = int(args.fault.split(":")[1]) if args.fault.startswith("die:") else 0
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a: Any) -> None:
+            pass
+
+        def send(self, status: int, payload: Any) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def stream(self, body: dict[str, Any]) -> None:
+            """Server-sent events: one token a chunk, then the usage, then [DONE]."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            out = int(body.get("max_tokens") or 4)
+            for _ in range(out):
+                self.event({"id": "c", "object": "text_completion", "created": 0,
+                            "model": body["model"],
+                            "choices": [{"index": 0, "text": "x ", "finish_reason": None}]})
+            self.event({"id": "c", "object": "text_completion", "created": 0,
+                        "model": body["model"], "choices": [], "usage": usage_of(body, out)})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.close_connection = True
+
+        def event(self, payload: dict[str, Any]) -> None:
+            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            self.wfile.flush()
+
+        def do_GET(self) -> None:  # noqa: N802
+            if args.fault == "never":
+                return self.send(503, {"error": {"message": "loading model"}})
+            if self.path == "/health":
+                return self.send(200, {"status": "ok"})
+            if self.path == "/v1/models":
+                return self.send(200, {"object": "list", "data": [{"id": "fake-model"}]})
+            self.send(404, {"error": {"message": "not found"}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if self.path not in ("/v1/completions", "/v1/chat/completions"):
+                return self.send(404, {"error": {"message": "not found"}})
+            prompt = json.dumps(body.get("prompt") or body.get("messages"))
+            with LOCK:
+                seen[0] += 1
+                number = seen[0]
+            if die_at and number >= die_at:
+                print("GGML_ASSERT: fake crash", flush=True)
+                os._exit(134)
+            time.sleep(args.latency)
+            if body.get("stream"):
+                return self.stream(body)
+            append(args.count, f"{os.getpid()} {body.get('max_tokens')} "
+                               f"{hashlib.sha256(prompt.encode()).hexdigest()[:16]}")
+            self.send(200, reply(body))
+
+    return Handler
+
+
+def hold_port(port: int, pids: str | None) -> None:
+    """A process in a session of its own that keeps the port bound (SO_REUSEPORT, as the
+    server's own socket, so both may) for a minute: it answers nothing."""
+    code = ("import socket,time;s=socket.socket();"
+            "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEPORT,1);"
+            f"s.bind(('127.0.0.1',{port}));time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    append(pids, str(child.pid))
+    time.sleep(0.3)
+
+
+class Server(ThreadingHTTPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
+
+
+def main() -> None:
+    args = parse()
+    append(args.pids, str(os.getpid()))
+    print(f"fake server: starting on port {args.port}", flush=True)
+    if args.fault == "exit":
+        print("error: failed to load model 'missing.gguf'", flush=True)
+        sys.exit(1)
+    if args.fault == "ignore-term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(kv_line(args.cache_type_k, args.cache_type_v), flush=True)
+    server = Server(("127.0.0.1", args.port), handler(args))
+    if args.fault == "hold-port":
+        hold_port(args.port, args.pids)
+    print(f"server is listening on http://127.0.0.1:{args.port}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

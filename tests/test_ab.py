@@ -1,0 +1,206 @@
+"""`kveval ab` end to end against tests/ab_server.py, a scripted server process: the verdict
+and the trade, every supervisor fault (one line, exit 2, no process left), an interruption
+and its rerun (nothing answered is sent again), changed arguments, --dry-run, secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE = f"{sys.executable} {REPO / 'tests' / 'ab_server.py'}"
+Q8 = "--cache-type-k q8_0 --cache-type-v q8_0"
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("What is 2+2?\nName a colour.\nSay hi.\nCount to three.\n")
+    path = tmp_path / "suite.toml"
+    path.write_text(f'[[task]]\nname = "prompts"\ndata = "{prompts}"\n')
+    return path
+
+
+def serve(tmp_path: Path, extra: str = "") -> str:
+    return (f"{FAKE} --port {{port}} --pids {tmp_path / 'pids'} --count {tmp_path / 'count'}"
+            f" {extra}").strip()
+
+
+def ab(tmp_path: Path, suite: Path, *args: str, serve_cmd: str | None = None,
+       candidate: str = Q8, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command(tmp_path, suite, *args, serve_cmd=serve_cmd,
+                                  candidate=candidate),
+                          capture_output=True, text=True, timeout=timeout, env=environment())
+
+
+def command(tmp_path: Path, suite: Path, *args: str, serve_cmd: str | None = None,
+            candidate: str = Q8) -> list[str]:
+    return [sys.executable, "-m", "kveval.cli", "ab", "--serve", serve_cmd or serve(tmp_path),
+            "--candidate", candidate, "--noise-runs", "1", "--suite", str(suite),
+            "--concurrency", "1", "--stop-grace", "2", "-o", str(tmp_path / "ab"), *args]
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def pids(tmp_path: Path) -> list[int]:
+    path = tmp_path / "pids"
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def sent(tmp_path: Path) -> list[str]:
+    """The answer requests the servers got (each server's one-token probes left out)."""
+    path = tmp_path / "count"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [line for line in lines if line.split()[1] != "1"]
+
+
+def last_line(text: str) -> str:
+    return [line for line in text.splitlines() if line.strip()][-1]
+
+
+def test_ab_gives_the_verdict_and_what_the_change_bought(tmp_path: Path, suite: Path) -> None:
+    done = ab(tmp_path, suite, "--json")
+    assert done.returncode == 0, done.stderr
+    gate = json.loads((tmp_path / "ab" / "gate.json").read_text())
+    assert gate == json.loads(done.stdout)
+    assert gate["verdict"] == "pass"
+    ratio = gate["trade"]["ratio"]
+    assert ratio["kv_bytes_per_token"]["ratio"] == pytest.approx(0.53, abs=0.01)
+    assert ratio["kv_bytes_per_token"]["noise_range"] == [1.0, 1.0]
+    assert gate["trade"]["candidate"]["kv_cache_type"] == "q8_0"
+    assert gate["trade"]["baseline"]["output_tokens_per_s"] > 0
+    assert gate["trade"]["candidate"]["setup"]["server_args"] == Q8
+    assert "Trade: what the change bought" in (tmp_path / "ab" / "report.html").read_text()
+    assert len(sent(tmp_path)) == 3 * 4  # baseline, noise1, candidate: 4 items each
+    assert pids(tmp_path) and not any(alive(pid) for pid in pids(tmp_path))
+
+
+def test_text_and_markdown_show_the_trade_beside_the_verdict(tmp_path: Path,
+                                                             suite: Path) -> None:
+    text = ab(tmp_path, suite)
+    assert text.returncode == 0, text.stderr
+    assert "candidate: KV 0.53x the bytes per token (restarts 1.00-1.00x)" in text.stdout
+    markdown = ab(tmp_path, suite, "--markdown")
+    assert "KV 0\\.53x the bytes per token" in markdown.stdout
+    assert "| baseline |" in markdown.stdout
+
+
+@pytest.mark.parametrize(("fault", "words"), [
+    ("exit", "exited before it answered (exit code 1); last log lines: "),
+    ("never", "did not answer on port"),
+    ("die:3", "died while serving (exit code 134)"),
+])
+def test_a_server_fault_is_one_line_exit_2_and_no_process_left(
+        tmp_path: Path, suite: Path, fault: str, words: str) -> None:
+    done = ab(tmp_path, suite, "--ready-timeout", "3",
+              serve_cmd=serve(tmp_path, f"--fault {fault}"))
+    assert done.returncode == 2
+    line = last_line(done.stderr)
+    assert line.startswith("kveval: error: server baseline ") and words in line
+    assert "Traceback" not in done.stderr
+    assert pids(tmp_path) and not any(alive(pid) for pid in pids(tmp_path))
+
+
+def test_a_server_that_ignores_sigterm_is_killed(tmp_path: Path, suite: Path) -> None:
+    done = ab(tmp_path, suite, serve_cmd=serve(tmp_path, "--fault ignore-term"))
+    assert done.returncode == 0, done.stderr
+    assert len(pids(tmp_path)) == 3 and not any(alive(pid) for pid in pids(tmp_path))
+
+
+def test_a_port_held_after_the_stop_is_one_line(tmp_path: Path, suite: Path) -> None:
+    done = ab(tmp_path, suite, serve_cmd=serve(tmp_path, "--fault hold-port"))
+    server, holder = pids(tmp_path)
+    try:
+        assert done.returncode == 2
+        assert "is still taken" in last_line(done.stderr)
+        assert "Traceback" not in done.stderr
+        assert not alive(server)
+    finally:
+        os.kill(holder, signal.SIGKILL)
+
+
+def test_an_interrupted_experiment_resumes_and_sends_nothing_answered_twice(
+        tmp_path: Path, suite: Path) -> None:
+    cmd = command(tmp_path, suite, serve_cmd=serve(tmp_path, "--latency 0.3"))
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment())
+    deadline = time.monotonic() + 60
+    while len(sent(tmp_path)) < 6 and time.monotonic() < deadline:  # noise1 half done
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143
+    line = last_line(err)
+    assert "interrupted (SIGTERM); the server it started was stopped" in line
+    assert "baseline.jsonl finished" in line and "noise1.jsonl" in line
+    assert not any(alive(pid) for pid in pids(tmp_path))
+    done = ab(tmp_path, suite, serve_cmd=serve(tmp_path, "--latency 0.3"))
+    assert done.returncode == 0, done.stderr
+    assert "baseline: finished on file; not started" in done.stderr
+    assert 12 <= len(sent(tmp_path)) <= 12 + 1  # at most the one request in flight again
+
+
+def test_changed_arguments_are_refused_with_the_difference(tmp_path: Path,
+                                                           suite: Path) -> None:
+    assert ab(tmp_path, suite).returncode == 0
+    done = ab(tmp_path, suite, candidate="--cache-type-k q4_0")
+    assert done.returncode == 2
+    assert "--candidate '--cache-type-k q4_0' (on file: " in last_line(done.stderr)
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path, suite: Path) -> None:
+    done = ab(tmp_path, suite, "--dry-run", "--teacher-force", "off")
+    assert done.returncode == 0, done.stderr
+    assert "start 1: baseline: " in done.stdout and "start 3: candidate: " in done.stdout
+    assert "ab_server.py --port '{port}'" in done.stdout and Q8 in done.stdout
+    assert "noise1.jsonl (--order shuffle): new" in done.stdout
+    assert not pids(tmp_path) and not (tmp_path / "ab").exists()
+
+
+def test_a_missing_program_or_port_is_one_line(tmp_path: Path, suite: Path) -> None:
+    missing = ab(tmp_path, suite, serve_cmd="no-such-server --port {port}")
+    assert missing.returncode == 2
+    assert "no-such-server: no such program on PATH" in last_line(missing.stderr)
+    portless = ab(tmp_path, suite, serve_cmd=f"{FAKE} --port 8000")
+    assert portless.returncode == 2 and "{port}" in last_line(portless.stderr)
+
+
+def test_secrets_in_the_command_and_environment_are_masked_everywhere(
+        tmp_path: Path, suite: Path) -> None:
+    secret = "sk-abc123def456ghi789"
+    done = ab(tmp_path, suite, "--candidate-env", f"HF_TOKEN={secret}x",
+              serve_cmd=serve(tmp_path, f"--api-key {secret}"))
+    assert done.returncode == 0, done.stderr
+    assert secret not in done.stdout + done.stderr
+    for path in (tmp_path / "ab").rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace"), path
+
+
+def test_speed_measures_a_streaming_load_on_every_server(tmp_path: Path, suite: Path) -> None:
+    suite.write_text(suite.read_text() + "\n[speed]\nprompt_tokens = 64\noutput_tokens = 8\n"
+                     "requests = 4\nconcurrency = [1, 2]\n")
+    done = ab(tmp_path, suite, "--speed", "--json", "--teacher-force", "off")
+    assert done.returncode == 0, done.stderr
+    speed = json.loads(done.stdout)["trade"]["candidate"]["speed"]
+    assert [load["concurrency"] for load in speed] == [1, 2]
+    assert all(load["errors"] == 0 and load["output_tokens"] == 8 for load in speed)
+    assert all(load["ttft_p50_s"] > 0 and load["output_tokens_per_s"] > 0 for load in speed)
+    assert 60 <= speed[0]["prompt_tokens"] <= 68
