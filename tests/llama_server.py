@@ -1,6 +1,6 @@
-"""llama.cpp's own llama-server (`make llama-server`) on 127.0.0.1 at a free port, for the
-integration tests and benchmarks: started with a KV cache type, stopped however the
-with-block ends.
+"""llama.cpp's own llama-server (`make llama-server`, which `make test` runs: the build that made
+the embedded engine's libraries) on 127.0.0.1 at a free port, for the integration tests and
+benchmarks: started with a KV cache type, stopped however the with-block ends.
 
 `--no-cache-idle-slots` unless `cache_idle_slots`: by default llama-server copies each idle
 slot's KV cache to its host-memory prompt cache whenever a task starts (tools/server/

@@ -23,7 +23,7 @@ HAVE_MODEL = importlib.util.find_spec(engine_setup.BUNDLED_PACKAGE) is not None
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not (available() and HAVE_MODEL),
-                       reason="no llama-server (make llama-server) or no bundled model"),
+                       reason="no llama-server (make test builds it) or no bundled model"),
 ]
 PROMPTS = ["Name three colours.", "What is the capital of France?", "Say hello.",
            "Count from one to five."]
