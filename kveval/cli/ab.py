@@ -106,7 +106,7 @@ def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,
     _write_json(folder / "gate.json", data)
     gating.publish(inputs, str(folder / "report.html"),
                    report.to_markdown(blocks) if markdown else None, result, None, data)
-    _print(blocks, data, as_json, markdown)
+    options.emit(blocks, data, as_json, markdown)
     if run_code:
         click.echo(f"note: some items failed on a server (see {folder}); the gate judged "
                    "what is on file", err=True)
@@ -122,14 +122,3 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
         write_text(path, report.dumps(data) + "\n")
     except OSError as exc:
         raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
-
-
-def _print(blocks: Any, data: dict[str, Any], as_json: bool, markdown: bool) -> None:
-    from kveval.show import report
-
-    if as_json:
-        click.echo(report.dumps(data))
-    elif markdown:
-        click.echo(report.to_markdown(blocks), nl=False)
-    else:
-        click.echo(report.to_text(blocks), nl=False)

@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from kveval.judge.verdict import Family
+    from kveval.show.report import Block
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -152,3 +155,15 @@ def check_output(as_json: bool, markdown: bool) -> None:
 
     if as_json and markdown:
         raise UsageError("choose one of --json and --markdown")
+
+
+def emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
+    """A verdict on stdout as the output options ask: JSON, a Markdown block, or text."""
+    from kveval.show import report
+
+    if as_json:
+        click.echo(report.dumps(data))
+    elif markdown:
+        click.echo(report.to_markdown(blocks), nl=False)
+    else:
+        click.echo(report.to_text(blocks), nl=False)

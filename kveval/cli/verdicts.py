@@ -7,7 +7,6 @@ Each command renders what judge/verdict.py found and decided; none decides anyth
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -16,18 +15,7 @@ from kveval.cli import gating, options, reading
 from kveval.errors import UsageError
 
 if TYPE_CHECKING:
-    from kveval.show.report import Block
-
-
-def _emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
-    from kveval.show import report
-
-    if as_json:
-        click.echo(report.dumps(data))
-    elif markdown:
-        click.echo(report.to_markdown(blocks), nl=False)
-    else:
-        click.echo(report.to_text(blocks), nl=False)
+    pass
 
 
 @click.command()
@@ -63,7 +51,7 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     data = report.compare_json(setup, found)
     if noises:
         data["noise_length_curves"] = report.noise_curves_json(base, noises, found.family)
-    _emit(report.compare_blocks(setup, found), data, as_json, markdown)
+    options.emit(report.compare_blocks(setup, found), data, as_json, markdown)
     return 0
 
 
@@ -107,7 +95,7 @@ def score(run_path: str, baseline: str | None, noise: tuple[str, ...], as_json: 
     shown = {task: extras.get(task, []) + extra
              for task, extra in report.curve_blocks(curves, checks).items()}
     data = report.attach_curves(report.score_json(result, extras, found), curves, checks)
-    _emit(report.score_blocks(result, {**extras, **shown}, found), data, as_json, markdown)
+    options.emit(report.score_blocks(result, {**extras, **shown}, found), data, as_json, markdown)
     return 0
 
 
@@ -168,5 +156,5 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
         raise
     gating.publish(inputs, html, report.to_markdown(blocks) if markdown else None, result, None,
                    data)
-    _emit(blocks, data, as_json, markdown)
+    options.emit(blocks, data, as_json, markdown)
     return result.exit_code
