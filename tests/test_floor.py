@@ -74,7 +74,9 @@ def test_run_effects_recover_each_runs_own_departures():
 # ---------------------------------------------------------------- the spread part
 
 
-def test_the_spread_is_the_pools_own_moderated_by_the_prior_on_the_logit_scale():
+def test_the_spread_is_the_pools_own_beyond_counting_moderated_by_the_prior():
+    """Logit scale; the counting variance is known (item by item), so only the runs' spread
+    beyond it is moderated, and Student's t takes Satterthwaite's degrees of freedom."""
     from scipy.stats import t
 
     pool, n, counting = [10.0, 20.0, 30.0], 500, 5.0
@@ -83,12 +85,24 @@ def test_the_spread_is_the_pools_own_moderated_by_the_prior_on_the_logit_scale()
     own = sum((y - mean) ** 2 for y in ys) / 2
     floor = counting * (1 / 20.5 + 1 / 480.5) ** 2
     prior = PRIORS["count"]
-    variance = (prior.df * (floor + prior.spread ** 2) + 2 * own) / (prior.df + 2)
-    expected = t.sf((logit_share(50, n) - mean) / math.sqrt(variance * (1 + 1 / 3)),
-                    df=prior.df + 2)
+    between = (prior.df * prior.spread ** 2 + 2 * max(own - floor, 0)) / (prior.df + 2)
+    df = (prior.df + 2) * ((between + floor) / between) ** 2
+    expected = t.sf((logit_share(50, n) - mean) / math.sqrt((between + floor) * (1 + 1 / 3)),
+                    df=df)
     p, spread, _ = logit_spread_p(50, pool, n, counting)
     assert spread.measured and spread.df == prior.df + 2
     assert p == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_pool_that_varies_by_counting_alone_is_not_judged_on_two_degrees_of_freedom():
+    """Counts 12, 14, 13 of 500 vary by counting alone: 40 is far beyond them, and with the
+    counting variance known the p-value is far smaller than on the pool's two degrees of
+    freedom would allow."""
+    from scipy.stats import t
+
+    p, spread, gap = logit_spread_p(40, [12.0, 14.0, 13.0], 500, 13.0)
+    assert p < 0.005
+    assert p < t.sf(gap / math.sqrt(spread.variance + spread.extra), df=2) / 10
 
 
 def test_one_pool_run_leaves_the_spread_to_the_prior_and_says_so():

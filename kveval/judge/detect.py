@@ -38,8 +38,9 @@ import numpy as np
 from kveval.judge.checks import Levels
 from kveval.judge.floor import CountTest, logit_share
 from kveval.judge.kl_test import KlTest
+from kveval.judge.novel import NovelCost
 from kveval.judge.power import POWER, smallest_size
-from kveval.judge.spread import Spread, scale
+from kveval.judge.spread import Spread, reference_df, scale
 from kveval.judge.stats import PairedTable
 
 
@@ -100,7 +101,8 @@ def _spread_threshold(floor: CountFloor, level: float) -> float:
     if floor.spread is None:
         return max(pool)
     ys = np.array([logit_share(q, n) for q in pool])
-    bar = float(ys.mean()) + float(t.isf(level, floor.spread.df)) * scale(floor.spread)
+    bar = float(ys.mean()) + float(t.isf(level, reference_df(floor.spread))) * scale(
+        floor.spread)
     share = 1 / (1 + math.exp(-bar))
     return max(max(pool), share * (n + 1) - 0.5)
 
@@ -162,7 +164,14 @@ def spread_loss(spread: Spread, level: float, power: float = POWER) -> float:
     """The shift of a count (items) the spread part catches with this power."""
     from scipy.stats import norm, t
 
-    return (float(t.isf(level, spread.df)) + float(norm.ppf(power))) * scale(spread)
+    return (float(t.isf(level, reference_df(spread))) + float(norm.ppf(power))) * scale(spread)
+
+
+def novel_loss(novel: NovelCost, level: float, power: float = POWER) -> float:
+    """The answers lost that the new answers' cost catches with this power: each lost answer
+    is one more new answer, costing 1 where a restart's cost the pool's rate."""
+    return spread_loss(novel.spread, level, power) * max(novel.answers, 1) / \
+        novel.loss_per_point()
 
 
 def of_accuracy(table: PairedTable, level: float, pooled: CountTest | None = None,
@@ -170,7 +179,10 @@ def of_accuracy(table: PairedTable, level: float, pooled: CountTest | None = Non
     n, ceiling = table.n, table.baseline_correct / table.n if table.n else 0.0
     rate = table.discordant / n if n else 0.0
     value = detectable_loss(n, rate, level, ceiling) if n and ceiling > 0 else None
-    if value is not None and pooled is not None and pooled.spread is not None:
+    if pooled is not None and pooled.novel is not None:
+        value = novel_loss(pooled.novel, level) / n if n else None
+        value = value if value is not None and value <= ceiling else None
+    elif value is not None and pooled is not None and pooled.spread is not None:
         value = max(value, spread_loss(pooled.spread, level) / n)
         value = value if value <= ceiling else None
     return Detectable("accuracy", "points", None if value is None else 100 * value, n, rate,

@@ -35,9 +35,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from kveval.judge.answers import answer_codes, pairwise_changes, run_effects
+from kveval.judge.novel import NovelCost
 from kveval.judge.spread import (
     PRIORS,
     Spread,
+    beyond_counting,
     moderated,
     prediction_bound,
     prediction_p,
@@ -63,10 +66,13 @@ class CountTest:
     gap: float = 0.0  # the candidate's figure less the pool's mean, on that scale
     strata: tuple[int, ...] = ()  # items that 1 .. M - 1 of the M runs flag (the exact part)
     sure: int = 0  # items every run flags
+    novel: NovelCost | None = None  # accuracy with three runs of the setup: judge/novel.py
 
     @property
     def p_value(self) -> float:
-        return max(self.exact_p, self.spread_p)
+        """The larger of the two parts' p; with three runs of the setup, accuracy's is the
+        new answers' cost alone (it allows for restarts that change more, item by item)."""
+        return self.spread_p if self.novel is not None else max(self.exact_p, self.spread_p)
 
     def exact_threshold(self, level: float) -> int:
         """The smallest count the exact part shows at this level."""
@@ -81,6 +87,8 @@ class CountTest:
 
     def spread_threshold(self, level: float) -> float:
         """The count at which the spread part reaches this level."""
+        if self.novel is not None:
+            return max(self.novel.threshold(self.candidate, level), max(self.figures) + 1)
         if self.spread is None:
             return -math.inf
         bar = float(np.mean(self.figures_on_scale)) + (self.gap - prediction_bound(
@@ -91,7 +99,7 @@ class CountTest:
 
     @property
     def figures_on_scale(self) -> list[float]:
-        if self.scale == "count":
+        if self.scale in ("count", "novel"):
             return list(self.figures)
         return [logit_share(min(max(q, 0.0), float(self.items)), self.items)
                 for q in self.figures]
@@ -100,6 +108,8 @@ class CountTest:
         """How far the candidate's count lies beyond what both parts need at this level (in
         answers); 0 or below: nothing shown there. Agrees with the p-value at that level."""
         own = self.own_figure
+        if self.novel is not None:
+            return own - self.spread_threshold(level)
         return own - max(float(self.exact_threshold(level)) - (self.candidate - own),
                          self.spread_threshold(level))
 
@@ -107,7 +117,7 @@ class CountTest:
     def own_figure(self) -> float:
         """The candidate's figure the spread part reads, as a count (for changed answers its
         own share of the changes, else its count)."""
-        if self.scale == "count":
+        if self.scale in ("count", "novel"):
             return float(self.candidate)
         base = float(np.mean(self.figures_on_scale)) + self.gap
         return (self.items + 1) / (1 + math.exp(-base)) - 0.5
@@ -191,7 +201,7 @@ def logit_spread_p(candidate: float, pool: Sequence[float], n: int, counting: fl
     floor = counting * logit_slope(mean, n) ** 2
     prior = PRIORS["count"]
     figures = [logit_share(q, n) for q in clipped]
-    spread = moderated(figures, floor + prior.spread ** 2, prior.df, floor)
+    spread = beyond_counting(figures, prior.spread ** 2, prior.df, floor)
     gap = logit_share(cand, n) - float(np.mean(figures))
     if cand <= max(clipped) + 1e-9:
         return 1.0, spread, gap
@@ -210,27 +220,36 @@ def own_count_test(candidate: np.ndarray, pool: np.ndarray) -> CountTest:
                      *strata_of(candidate, pool))
 
 
-def accuracy_test(wrong: np.ndarray, changed: float, harm: float) -> CountTest:
+def accuracy_test(wrong: np.ndarray, changed: float, harm: float,
+                  novel: NovelCost | None = None) -> CountTest:
     """Wrong answers: `wrong` holds runs x items, the pool (the baseline first) then the
     candidate last; `changed`: how many answers one run of the setup changes (half the
     pool's mean pairwise changes); `harm`: how much a changed answer costs, net (judge/
     harm.py). The candidate's wrong count against the pool's, item by item and as one more
     draw whose spread is the pool's own moderated by a prior: a restart moves the answers it
-    changes by a log-sd of PRIORS["accuracy"].spread, each costing `harm`."""
+    changes by a log-sd of PRIORS["accuracy"].spread, each costing `harm`. With three runs of
+    the setup (`novel`, judge/novel.py) the spread part is the cost of the candidate's new
+    answers instead, and it decides alone."""
     pool, candidate = wrong[:-1], wrong[-1]
     p, smallest = exact_p(candidate, pool)
     counts = tuple(int(c) for c in pool.sum(axis=1))
     x = int(candidate.sum())
+    gap = x - float(np.mean(counts))
+    strata = strata_of(candidate, pool)
+    if novel is not None:
+        spread_p = 1.0 if x <= max(counts) else novel.p_value
+        return CountTest(candidate.size, x, counts, p, spread_p, smallest, True,
+                         tuple(map(float, counts)), pool.shape[0] + 1, novel.spread, "novel",
+                         gap, *strata, novel=novel)
     floor = max(_counting(wrong), 0.25)
     prior = PRIORS["accuracy"]
     run = prior.spread * changed * harm
     spread = replace(moderated([float(c) for c in counts], floor + run ** 2, prior.df, floor),
                      extra=own_excess(pool, candidate, floor))
-    gap = x - float(np.mean(counts))
     spread_p = 1.0 if x <= max(counts) else prediction_p(gap, spread)
     return CountTest(candidate.size, x, counts, p, spread_p, smallest, spread.measured,
                      tuple(map(float, counts)), pool.shape[0] + 1, spread, "count", gap,
-                     *strata_of(candidate, pool))
+                     *strata)
 
 
 def own_excess(pool: np.ndarray, candidate: np.ndarray, floor: float) -> float:
@@ -243,30 +262,6 @@ def own_excess(pool: np.ndarray, candidate: np.ndarray, floor: float) -> float:
     mean = pool.mean(axis=0)
     own = float(((candidate.astype(float) - mean) ** 2).sum())
     return max(0.0, own - floor * (1 + 1 / m))
-
-
-def run_effects(among: np.ndarray) -> np.ndarray:
-    """Each run's own share q_a of the pairwise counts c_ab = q_a + q_b of M >= 3 runs (a
-    symmetric matrix, the diagonal ignored), by least squares."""
-    m = among.shape[0]
-    sums = among.sum(axis=1) - np.diag(among)
-    return (sums - sums.sum() / 2 / (m - 1)) / (m - 2)
-
-
-def pairwise_changes(coded: np.ndarray) -> np.ndarray:
-    """Runs x runs: how many items each two runs answer differently."""
-    runs = coded.shape[0]
-    return np.array([[int((coded[a] != coded[b]).sum()) for b in range(runs)]
-                     for a in range(runs)])
-
-
-def changed_per_run(answers: Sequence[Sequence[object]]) -> float:
-    """How many answers one run of the setup changes: half the mean pairwise changes among
-    all the runs, the candidate's included (under the null hypothesis it is one more
-    restart, and one that changed many answers is what the prior must allow for)."""
-    among = pairwise_changes(answer_codes(answers))
-    upper = among[np.triu_indices(among.shape[0], 1)]
-    return float(upper.mean()) / 2 if upper.size else 0.0
 
 
 def changed_test(answers: Sequence[Sequence[object]]) -> CountTest:
@@ -285,13 +280,3 @@ def changed_test(answers: Sequence[Sequence[object]]) -> CountTest:
     return CountTest(n, int(differs[-1].sum()), counts, p, spread_p, smallest,
                      spread.measured, tuple(pool), differs.shape[0], spread, "logit", gap,
                      *strata_of(differs[-1], differs[:-1]))
-
-
-def answer_codes(answers: Sequence[Sequence[object]]) -> np.ndarray:
-    """Runs x items of integer codes: equal codes for equal answers of an item; None gets a
-    code of its own in every run."""
-    ids: dict[object, int] = {}
-    rows = []
-    for r, run in enumerate(answers):
-        rows.append([-(r + 1) if a is None else ids.setdefault(a, len(ids)) for a in run])
-    return np.array(rows, dtype=np.int64).reshape(len(answers), -1)

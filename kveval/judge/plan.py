@@ -36,8 +36,9 @@ from kveval.judge.detect import (
 from kveval.judge.floor import CountTest, logit_share, logit_slope
 from kveval.judge.kl_power import Floor, item_sd, needed
 from kveval.judge.kl_test import KlTest
+from kveval.judge.novel import NovelCost
 from kveval.judge.power import smallest_size
-from kveval.judge.spread import PRIORS, Spread, moderated
+from kveval.judge.spread import PRIORS, Spread, beyond_counting
 from kveval.judge.stats import PairedTable
 from kveval.judge.verdict import Family, examine
 
@@ -83,8 +84,21 @@ class Restarts:
     def of(cls, test: CountTest | None) -> Restarts:
         if test is None or test.spread is None or not test.items:
             return cls(0.0, 0.0)
+        if test.novel is not None:
+            return cls.of_novel(test.novel, test.items)
         run = max(test.spread.variance - test.spread.floor, 0.0)
         return cls(test.spread.floor / test.items, math.sqrt(run) / test.items)
+
+    @classmethod
+    def of_novel(cls, novel: NovelCost, items: int) -> Restarts:
+        """The new answers' test (judge/novel.py) in answers lost per item: the candidate's
+        new answers grow with the items as the pool's do, and each lost answer adds one new
+        answer's excess."""
+        share, per = max(novel.answers, 1) / items, novel.loss_per_point()
+        ratio = max(novel.answers, 1) / max(novel.pool_answers, 1)
+        runs = novel.spread.variance * (1 + 1 / max(novel.spread.runs, 1))
+        return cls(novel.spread.floor * share * (1 + ratio) / per ** 2,
+                   math.sqrt(runs) * share / per)
 
     def loss(self, n: int, noise_runs: int, level: float, power: float) -> float:
         """The loss (a fraction) the spread part catches with this power at n items."""
@@ -167,8 +181,8 @@ def _pool_spread(figures: Sequence[float], n: int) -> Spread:
     mean = float(np.mean(figures))
     floor = max(mean, 0.0) * logit_slope(mean, n) ** 2
     prior = PRIORS["count"]
-    return moderated([logit_share(q, n) for q in figures], floor + prior.spread ** 2,
-                     prior.df, floor)
+    return beyond_counting([logit_share(q, n) for q in figures], prior.spread ** 2, prior.df,
+                           floor)
 
 
 def _share(count: float | None, n: int) -> float | None:

@@ -16,8 +16,11 @@ import numpy as np
 
 from kveval.formats.records import ItemRecord
 from kveval.judge.accuracy import METRICS
-from kveval.judge.floor import CountTest, accuracy_test, answer_codes, changed_per_run
+from kveval.judge.answers import answer_codes, changed_per_run
+from kveval.judge.collapse import empty, truncated
+from kveval.judge.floor import CountTest, accuracy_test
 from kveval.judge.harm import departure_cost
+from kveval.judge.novel import novel_cost
 from kveval.judge.sides import Side
 
 
@@ -40,7 +43,10 @@ def pooled_accuracy(task: str, base: Side, noises: Sequence[Side], cand: Side,
     answers = [[p[k].output for k in keys] for p in pool]
     answers.append([_output(theirs.get(k)) for k in keys])
     wrong = np.array(rows, dtype=bool)
-    return accuracy_test(wrong, changed_per_run(answers), cost_of(answers, wrong))
+    collapsed = [[collapsed_item(p[k]) for k in keys] for p in pool]
+    collapsed.append([collapsed_item(theirs.get(k)) for k in keys])
+    novel = novel_cost(answer_codes(answers), wrong, np.array(collapsed, dtype=bool))
+    return accuracy_test(wrong, changed_per_run(answers), cost_of(answers, wrong), novel)
 
 
 def cost_of(answers: list[list[str | None]], wrong: np.ndarray) -> float:
@@ -56,6 +62,12 @@ def _wrong(item: ItemRecord | None, field: str) -> bool:
     if item is None or not item.ok:
         return True
     return not getattr(item, field)
+
+
+def collapsed_item(item: ItemRecord | None) -> bool:
+    """Cut short, empty or missing: the truncated and empty checks' to judge, not a new
+    answer's cost."""
+    return item is None or not item.ok or truncated(item) or empty(item)
 
 
 def _output(item: ItemRecord | None) -> str | None:

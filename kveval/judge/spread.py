@@ -40,9 +40,11 @@ class Prior:
 # accuracy: a restart's correct count moves by a share of the answers it changes (loss-biased
 # departures make a restart that changes more answers score lower); counts (changed,
 # truncated, empty answers): a restart's rate moves by a log-sd
+# novel: a restart's net cost per new answer (judge/novel.py) moves by an sd
 PRIORS = {
     "accuracy": Prior(0.35, 4.0),
     "count": Prior(0.25, 3.0),
+    "novel": Prior(0.05, 4.0),
 }
 
 
@@ -69,6 +71,23 @@ def moderated(pool: Sequence[float], prior_variance: float, prior_df: float,
     sample = math.fsum((y - mean) ** 2 for y in pool) / own_df
     pooled = (prior_df * prior_variance + own_df * sample) / (prior_df + own_df)
     return Spread(max(pooled, floor), prior_df + own_df, m, True, floor)
+
+
+def beyond_counting(pool: Sequence[float], prior_variance: float, prior_df: float,
+                    floor: float) -> Spread:
+    """The spread between restarts beyond counting, moderated toward the prior, with the
+    counting variance `floor` known (it is read item by item, not from the runs' spread):
+    Student's t then takes the estimated part's degrees of freedom by Satterthwaite, so a
+    setup whose counts vary by counting alone is not judged on two degrees of freedom."""
+    m = len(pool)
+    known = floor * (1 + 1 / max(m, 1))
+    if m < 2:
+        return Spread(prior_variance, prior_df, m, False, floor, extra=known)
+    mean = math.fsum(pool) / m
+    sample = math.fsum((y - mean) ** 2 for y in pool) / (m - 1)
+    beyond = max(sample - floor, 0.0)
+    pooled = (prior_df * prior_variance + (m - 1) * beyond) / (prior_df + m - 1)
+    return Spread(pooled, prior_df + m - 1, m, True, floor, extra=known)
 
 
 def scale(spread: Spread) -> float:

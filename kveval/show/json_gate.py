@@ -60,7 +60,8 @@ def gate_json(r: GateReport) -> dict[str, Any]:
         **family_json(ex),
         "tasks": [{**decision_json(d, r),
                    "accuracy": (paired_json(comps[d.task], base, cand,
-                                            first(r.checks, d.task, "accuracy"), family)
+                                            first(r.checks, d.task, "accuracy"), family,
+                                            ex.pooled(d.task))
                                 if d.task in comps else None),
                    "drift": task_drift_json(drifts[d.task], ex) if d.task in drifts else None,
                    "collapse": (collapse_json(drifts[d.task].collapse, r.checks, d.task, cand)

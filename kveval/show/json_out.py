@@ -119,7 +119,17 @@ def count_json(t: CountTest | None, check: Check | None) -> dict[str, Any] | Non
             "adjusted_p": None if check is None else check.adjusted_p,
             "level": None if check is None else check.level,
             "beyond_at_level": None if check is None or not check.run else t.bound(check.level),
-            "shown": None if check is None else check.alarmed}
+            "shown": None if check is None else check.alarmed,
+            "new_answers": novel_json(t)}
+
+
+def novel_json(t: CountTest) -> dict[str, Any] | None:
+    """The accuracy check's test from three runs of the setup (judge/novel.py)."""
+    n = t.novel
+    if n is None:
+        return None
+    return {"answers": n.answers, "net_cost": n.cost, "pool_answers": n.pool_answers,
+            "pool_cost_per_answer": n.rate, "excess": n.excess}
 
 
 def collapse_side_json(c: Collapse, ratio: float | None) -> dict[str, Any]:

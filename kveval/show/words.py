@@ -133,8 +133,20 @@ def pooled_sentence(t: CountTest | None, candidate: str, check: Check | None,
         f"the baseline's setup ({len(t.pool)} runs)"
     level = bound_text(t, check)
     return (f"{candidate} has {t.candidate} of {t.items} wrong; {pool_text(t, runs + ' had')}; "
-            f"a loss beyond a restart's {check_result(check, family)}"
+            + novel_text(t, candidate)
+            + f"a loss beyond a restart's {check_result(check, family)}"
             + (f"; {level}" if level else "") + ".")
+
+
+def novel_text(t: CountTest, candidate: str) -> str:
+    """What the candidate's new answers cost beside a restart's (judge/novel.py)."""
+    n = t.novel
+    if n is None:
+        return ""
+    each = n.cost / n.answers if n.answers else 0.0
+    return (f"{candidate} gave {n.answers} answers no run of the setup gave, which turned "
+            f"{n.cost:g} right answers wrong net ({each:.2f} each), where the setup's runs' "
+            f"{n.pool_answers} new answers turned {n.rate:.2f} each; ")
 
 
 def worst_sentence(w: WorstCase, candidate: str, margin: float | None = None,
@@ -166,9 +178,9 @@ def changed_text(d: Drift) -> str:
 def spread_words(t: CountTest) -> str:
     """How the pool's spread entered the test: its own with the declared prior, or the prior
     alone."""
-    prior = PRIORS["accuracy" if t.scale == "count" else "count"]
-    unit = ("of the answers a run changes, at their net cost" if t.scale == "count"
-            else "log-sd of the rate")
+    prior = PRIORS[{"count": "accuracy", "novel": "novel"}.get(t.scale, "count")]
+    unit = {"count": "of the answers a run changes, at their net cost",
+            "novel": "sd of a new answer's net cost"}.get(t.scale, "log-sd of the rate")
     if t.spread_measured:
         return (f"their spread measured, moderated by the declared prior ({prior.spread:g} "
                 f"{unit}, {prior.df:g} degrees of freedom)")
@@ -188,7 +200,7 @@ def bound_text(t: CountTest, c: Check | None) -> str:
         return ""
     beyond = t.bound(c.level)
     share = f"{100 * (1 - c.level):.2f}".rstrip("0").rstrip(".")
-    if t.scale == "count":
+    if t.scale in ("count", "novel"):
         what = (f"a loss of at least {points(beyond / t.items)} points beyond a restart's"
                 if beyond > 0 else "no loss beyond a restart's shown")
     else:

@@ -1,0 +1,47 @@
+"""Answers as codes, and who changed what: equal codes for equal answers of an item, each
+two runs' changed answers, and each run's own share of them.
+
+A round-robin of M runs gives pairwise change counts c_ab; under the additive model
+c_ab = q_a + q_b each run's own share q_a is found by least squares (`run_effects`), the
+figure the drift check's spread part reads (judge/floor.py changed_test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def run_effects(among: np.ndarray) -> np.ndarray:
+    """Each run's own share q_a of the pairwise counts c_ab = q_a + q_b of M >= 3 runs (a
+    symmetric matrix, the diagonal ignored), by least squares."""
+    m = among.shape[0]
+    sums = among.sum(axis=1) - np.diag(among)
+    return (sums - sums.sum() / 2 / (m - 1)) / (m - 2)
+
+
+def pairwise_changes(coded: np.ndarray) -> np.ndarray:
+    """Runs x runs: how many items each two runs answer differently."""
+    runs = coded.shape[0]
+    return np.array([[int((coded[a] != coded[b]).sum()) for b in range(runs)]
+                     for a in range(runs)])
+
+
+def changed_per_run(answers: Sequence[Sequence[object]]) -> float:
+    """How many answers one run of the setup changes: half the mean pairwise changes among
+    all the runs, the candidate's included (under the null hypothesis it is one more
+    restart, and one that changed many answers is what the prior must allow for)."""
+    among = pairwise_changes(answer_codes(answers))
+    upper = among[np.triu_indices(among.shape[0], 1)]
+    return float(upper.mean()) / 2 if upper.size else 0.0
+
+
+def answer_codes(answers: Sequence[Sequence[object]]) -> np.ndarray:
+    """Runs x items of integer codes: equal codes for equal answers of an item; None gets a
+    code of its own in every run."""
+    ids: dict[object, int] = {}
+    rows = []
+    for r, run in enumerate(answers):
+        rows.append([-(r + 1) if a is None else ids.setdefault(a, len(ids)) for a in run])
+    return np.array(rows, dtype=np.int64).reshape(len(answers), -1)

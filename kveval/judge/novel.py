@@ -1,0 +1,138 @@
+"""Accuracy conditional on what a run changes: do the candidate's new answers cost more than
+a restart's new answers do?
+
+A restart changes answers, and on an accurate model a changed answer is more often a wrong
+one, so a restart that changes more also scores lower: the accuracy a restart loses follows
+how many answers it changes, and restarts differ in that (batches, cache state). Comparing the
+candidate's wrong count with the pool's must then allow for the whole spread of the pool's
+change counts, which two or three runs measure poorly. This test conditions on the changes
+instead: it asks what the candidate's *new* answers cost, each against the answer the setup
+gives, beside what a restart's new answers cost.
+
+- The setup's answer to an item: the one a strict majority of the pool's runs give (the
+  baseline and the noise runs); items without one are left out.
+- A run's new answers: those no other run of the pool gave (for the candidate: no pool run),
+  on items where none of them was cut short or came back empty (those are the truncated and
+  empty checks' to judge). Answers the setup also gave cost what the setup's own answers
+  cost: they are not new, whatever their number.
+- A new answer's cost: 1 where it turned the setup's right answer wrong, -1 where it turned
+  a wrong one right, 0 where its score did not change.
+- Under the null hypothesis the candidate is one more restart: its new answers cost, on
+  average, what the pool's cost (h, read leave-one-out from each pool run), and its net cost
+  S = sum(cost) - h N over its N new answers has the counting variance N v (1 + N / N_pool)
+  (v: a new answer's cost variance) plus the spread of h between restarts, moderated toward a
+  declared prior (judge/spread.py PRIORS["novel"]); one-sided, Student's t with Satterthwaite's
+  degrees of freedom.
+
+It needs three runs of the setup (two noise runs): with fewer there is no majority to read a
+restart's new answers against; and LEAST_NEW new answers in the pool's runs, so that a small
+task's few new answers are not judged on a normal reference. Otherwise the pool test
+(judge/floor.py) judges alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kveval.judge.spread import PRIORS, Spread, prediction_bound, prediction_p
+
+LEAST_RUNS = 3  # runs of the baseline's setup this test needs
+LEAST_NEW = 30  # new answers of the pool's runs it needs to read a restart's cost from
+LEAST_VARIANCE = 0.1  # a new answer's cost variance is never taken below this
+
+
+@dataclass(frozen=True)
+class NovelCost:
+    """The candidate's new answers and their net cost beside the pool's."""
+
+    answers: int  # the candidate's new answers (N)
+    cost: float  # their net cost, in answers turned wrong
+    pool_answers: int  # the pool runs' new answers, each against the others (N_pool)
+    rate: float  # h: the pool's net cost per new answer
+    spread: Spread  # of a run's cost per new answer between restarts; extra: the counting part
+
+    @property
+    def excess(self) -> float:
+        """S: the candidate's net cost beyond what a restart's new answers cost."""
+        return self.cost - self.rate * self.answers
+
+    @property
+    def gap(self) -> float:
+        """The candidate's cost per new answer less the pool's."""
+        return self.cost / self.answers - self.rate if self.answers else 0.0
+
+    @property
+    def p_value(self) -> float:
+        return prediction_p(self.gap, self.spread) if self.answers else 1.0
+
+    def threshold(self, candidate_wrong: int, level: float) -> float:
+        """The wrong count at which the candidate's excess reaches this level: its own count
+        less how far its cost per new answer lies beyond the bound, in answers."""
+        if not self.answers:
+            return math.inf
+        return candidate_wrong - prediction_bound(self.gap, self.spread, level) * self.answers
+
+    def loss_per_point(self) -> float:
+        """How much of one more answer lost shows as excess: it is a new answer costing 1."""
+        return max(1.0 - self.rate, 0.05)
+
+
+def setup_answer(codes: np.ndarray, wrong: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per item, the code a strict majority of these runs give (-1: none) and whether that
+    answer is wrong."""
+    runs = codes.shape[0]
+    usual = np.full(codes.shape[1], -1)
+    usual_wrong = np.zeros(codes.shape[1], dtype=bool)
+    for r in range(runs):
+        found = (usual < 0) & (2 * (codes == codes[r]).sum(axis=0) > runs)
+        usual[found], usual_wrong[found] = codes[r, found], wrong[r, found]
+    return usual, usual_wrong
+
+
+def new_costs(run: int, others: list[int], codes: np.ndarray, wrong: np.ndarray,
+              collapsed: np.ndarray) -> np.ndarray:
+    """The costs of one run's new answers against the setup's answers among `others`."""
+    usual, usual_wrong = setup_answer(codes[others], wrong[others])
+    seen = (codes[others] == codes[run]).any(axis=0)
+    new = (usual >= 0) & ~seen & ~collapsed[[run, *others]].any(axis=0)
+    return (wrong[run].astype(int) - usual_wrong.astype(int))[new]
+
+
+def rate_spread(per_run: list[np.ndarray], rate: float, variance: float) -> tuple[float, int]:
+    """(the moderated variance of a run's cost per new answer between restarts, its
+    degrees of freedom): the pool runs' own rates beyond their counting variance, with the
+    declared prior."""
+    prior = PRIORS["novel"]
+    rates = [float(c.mean()) if c.size else rate for c in per_run]
+    m = len(rates)
+    counting = float(np.mean([variance / max(c.size, 1) for c in per_run]))
+    sample = max(float(np.var(rates, ddof=1)) - counting, 0.0) if m > 1 else 0.0
+    pooled = (prior.df * prior.spread ** 2 + (m - 1) * sample) / (prior.df + m - 1)
+    return pooled, int(prior.df + m - 1)
+
+
+def novel_cost(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
+               ) -> NovelCost | None:
+    """The test, from runs x items of answer codes, wrong answers and answers cut short or
+    empty: the pool's runs (the baseline first) then the candidate last. None where the pool
+    has fewer than LEAST_RUNS runs or fewer than LEAST_NEW new answers to read a restart's cost
+    from (a small task: the normal reference would not hold)."""
+    pool = list(range(codes.shape[0] - 1))
+    if len(pool) < LEAST_RUNS:
+        return None
+    per_run = [new_costs(r, [o for o in pool if o != r], codes, wrong, collapsed)
+               for r in pool]
+    every = np.concatenate(per_run)
+    if every.size < LEAST_NEW:
+        return None
+    own = new_costs(len(pool), pool, codes, wrong, collapsed)
+    rate = float(every.mean())
+    variance = max(float(every.var()), LEAST_VARIANCE)
+    between, df = rate_spread(per_run, rate, variance)
+    n = max(own.size, 1)
+    counting = variance / n + variance / every.size
+    spread = Spread(between, float(df), len(pool), True, variance, extra=counting)
+    return NovelCost(int(own.size), float(own.sum()), int(every.size), rate, spread)

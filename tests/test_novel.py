@@ -1,0 +1,113 @@
+"""Accuracy from two noise runs: what the candidate's new answers cost beside a restart's
+(kveval/judge/novel.py), as the gate's accuracy check reads it."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kveval.judge.checks import first
+from kveval.judge.novel import LEAST_NEW, novel_cost
+from kveval.judge.verdict import gate
+from tests.test_gate_calibrated import answers, side
+
+N = 500
+USUALLY_WRONG = set(range(75))  # the setup's answer is wrong on these (85% right)
+
+
+def restart(departs: int, rng: np.random.Generator, cost: float = 0.45,
+            lost: int = 0) -> tuple[set[int], set[int]]:
+    """(wrong items, changed items) of one run: it departs from the setup's answer on
+    `departs` items, a departure from a right answer wrong with probability `cost` and one
+    from a wrong answer right with probability 0.25; `lost` more right answers turned wrong
+    on top (a real loss)."""
+    changed = set(rng.choice(N, departs, replace=False).tolist())
+    wrong = set(USUALLY_WRONG)
+    for i in changed:
+        if i in USUALLY_WRONG and rng.random() < 0.25:
+            wrong.discard(i)
+        elif i not in USUALLY_WRONG and rng.random() < cost:
+            wrong.add(i)
+    spare = [i for i in range(N) if i not in wrong and i not in changed]
+    extra = set(rng.choice(spare, lost, replace=False).tolist()) if lost else set()
+    return wrong | extra, changed | extra
+
+
+def runs(departs: list[int], seed: int, **candidate: float) -> list:
+    """The baseline, noise runs and (last) a candidate, each departing on its own items."""
+    rng = np.random.default_rng(seed)
+    made = [restart(d, rng) for d in departs[:-1]]
+    made.append(restart(departs[-1], rng, **candidate))
+    return [side(f"r{i}", answers("gsm8k", N, wrong=w, changed=c, tag=f"r{i}"),
+                 i == len(made) - 1) for i, (w, c) in enumerate(made)]
+
+
+def accuracy(sides: list):
+    report = gate(sides[0], sides[-1], sides[1:-1])
+    return report, first(report.checks, "gsm8k", "accuracy")
+
+
+def test_a_restart_that_changes_three_times_as_much_is_not_a_regression():
+    """Noise runs depart on 40 answers, the candidate on 120 at a restart's cost per changed
+    answer: it scores lower than every run of the setup (a loss-biased model), and is still
+    only a restart."""
+    for seed in range(4):
+        sides = runs([40, 40, 40, 120], seed)
+        report, check = accuracy(sides)
+        wrong = [sum(not i.correct for i in s.items) for s in sides]
+        assert wrong[-1] > max(wrong[:-1])
+        assert report.examined.pooled("gsm8k").novel is not None
+        assert report.verdict == "pass" and check.p_value > check.level
+
+
+def test_new_answers_that_cost_more_than_a_restarts_are_a_regression():
+    """The candidate departs as a restart does and loses 35 more right answers (7 points,
+    where every run changes 40 of 500 answers, each departure from a right answer wrong
+    almost half the time): shown, with a loss beyond a restart's at the check's level."""
+    for seed in range(4):
+        report, check = accuracy(runs([40, 40, 40, 40], seed, lost=35))
+        assert report.verdict == "regression" and check.adjusted_p < check.alpha
+        assert report.examined.pooled("gsm8k").bound(check.level) > 0
+
+
+def test_with_one_noise_run_the_pool_test_judges():
+    report, _ = accuracy(runs([40, 40, 40], 0))
+    assert report.examined.pooled("gsm8k").novel is None
+
+
+def test_answers_cut_short_or_empty_are_not_new_answers():
+    """The candidate's truncated and empty answers are the truncated and empty checks' to
+    judge: they leave its new answers' cost alone."""
+    codes = np.zeros((4, 200), dtype=int)
+    wrong = np.zeros((4, 200), dtype=bool)
+    for r in range(3):
+        codes[r, 20 * r:20 * r + 20] = r + 1  # each pool run's 20 new answers, costing 0
+    collapsed = np.zeros((4, 200), dtype=bool)
+    codes[3, 100:140], wrong[3, 100:140], collapsed[3, 100:140] = 9, True, True
+    found = novel_cost(codes, wrong, collapsed)
+    assert found is not None and found.answers == 0 and found.p_value == 1.0
+    collapsed[3] = False
+    assert novel_cost(codes, wrong, collapsed).p_value < 1e-6
+
+
+def test_a_small_pool_leaves_accuracy_to_the_pool_test():
+    codes = np.zeros((4, 60), dtype=int)
+    codes[0, :LEAST_NEW - 1] = 1
+    assert novel_cost(codes, np.zeros((4, 60), bool), np.zeros((4, 60), bool)) is None
+    assert novel_cost(codes[[0, 1, 3]], np.zeros((3, 60), bool), np.zeros((3, 60), bool)) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1), st.integers(2, 4), st.integers(0, 3))
+def test_a_copy_of_any_run_of_the_setup_has_no_new_answer(seed, pool_runs, copied):
+    """Whatever the pool, a candidate that is a copy of one of its runs gave only answers the
+    setup gave: nothing new, p = 1."""
+    rng = np.random.default_rng(seed)
+    codes = np.where(rng.random((pool_runs + 1, 300)) < 0.2,
+                     rng.integers(1, 4, (pool_runs + 1, 300)), 0)
+    wrong = rng.random((pool_runs + 1, 300)) < 0.3
+    source = copied % pool_runs
+    codes[-1], wrong[-1] = codes[source], wrong[source]
+    found = novel_cost(codes, wrong, np.zeros_like(wrong))
+    assert found is None or (found.answers == 0 and found.p_value == 1.0)
