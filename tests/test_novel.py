@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -111,3 +112,44 @@ def test_a_copy_of_any_run_of_the_setup_has_no_new_answer(seed, pool_runs, copie
     codes[-1], wrong[-1] = codes[source], wrong[source]
     found = novel_cost(codes, wrong, np.zeros_like(wrong))
     assert found is None or (found.answers == 0 and found.p_value == 1.0)
+
+
+# ---------------------------------------------------------------- each length against the pool
+
+
+def needle_runs(lost_longest: bool, runs: int = 3) -> list:
+    """Needle at 4 lengths x 10 items; every run of the setup finds 9 of 10 at each length
+    (a different one missed per run); the candidate is a restart that, where `lost_longest`,
+    loses every needle at the longest length."""
+    lengths = (1024, 4096, 16384, 32768)
+    made = []
+    for r in range(runs + 1):
+        wrong = {4 * ((r + 3 * j) % 10) + j for j in range(4)}
+        if lost_longest and r == runs:
+            wrong |= {i for i in range(40) if i % 4 == 3}
+        made.append(side(f"r{r}", answers("needle", 40, wrong=wrong, changed=wrong,
+                                          tag=f"r{r}", lengths=lengths), r == runs))
+    return made
+
+
+def at_32k(report):
+    return next(c for c in report.checks if c.task == "needle" and c.name == "length 32k")
+
+
+def test_a_needle_lost_at_the_longest_length_counts_against_every_run_of_the_setup():
+    """9 of 10 needles found at 32k by each run of the setup, none by the candidate: against
+    the baseline alone (exact McNemar, 9 lost) p = 0.002; against the pool of three runs each
+    of those nine is a needle all three found, p = (1/4)^9 and below."""
+    sides = needle_runs(True)
+    alone = at_32k(gate(sides[0], sides[-1]))
+    pooled = at_32k(gate(sides[0], sides[-1], sides[1:-1]))
+    assert alone.p_value == pytest.approx(0.5 ** 9, rel=0.01)
+    assert pooled.p_value < 1e-5 and pooled.alarmed
+
+
+def test_a_restart_among_restarts_passes_every_length():
+    sides = needle_runs(False)
+    report = gate(sides[0], sides[-1], sides[1:-1])
+    lengths = [c for c in report.checks if c.task == "needle" and c.kind == "length"]
+    assert len(lengths) == 4 and not any(c.alarmed for c in lengths)
+    assert report.verdict == "pass"

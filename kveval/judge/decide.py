@@ -53,6 +53,7 @@ class TaskEvidence:
     truncated: CountTest | None = None
     empty: CountTest | None = None
     lengths: tuple[PairedScores, ...] = ()  # long-context tasks, one per length
+    length_pool: tuple[tuple[int, float, float], ...] = ()  # (length, p, min_p) vs the pool
     across: PairedScores | None = None  # graded long-context scores, every length together
     recovery: Recovery | None = None  # with --min-recovery
     fewest_pairs: int = 0  # paired items in the task's smallest length
@@ -97,8 +98,11 @@ def _drift(e: TaskEvidence) -> list[Check]:
 def _lengths(e: TaskEvidence) -> list[Check]:
     tested = [s for s in e.lengths if s.pairs]
     longest = max((s.length for s in tested if s.length is not None), default=None)
-    found = [weigh(e.task, "length", s.p_value, s.min_p, label=_length_label(s.length),
-                   longest=len(tested) > 1 and s.length == longest) for s in tested]
+    pooled: dict[int | None, tuple[float, float]] = {
+        length: (p, least) for length, p, least in e.length_pool}
+    found = [weigh(e.task, "length", *pooled.get(s.length, (s.p_value, s.min_p)),
+                   label=_length_label(s.length), longest=len(tested) > 1 and s.length == longest)
+             for s in tested]
     if e.across is not None:
         found.append(weigh(e.task, "lengths", e.across.p_value, e.across.min_p))
     return found

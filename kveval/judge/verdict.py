@@ -47,6 +47,7 @@ from kveval.judge.floor import CountTest
 from kveval.judge.inputs import Inputs, prepared
 from kveval.judge.judgeable import check_error_rate, check_skip
 from kveval.judge.kl_test import TaskDivergence, task_divergences
+from kveval.judge.length_pool import length_pool
 from kveval.judge.pooled import pooled_accuracy
 from kveval.judge.setup import (
     Difference,
@@ -132,6 +133,7 @@ class _Found:
     curves: dict[str, Curve]
     divergence: dict[str, TaskDivergence]
     wrong: dict[str, CountTest]
+    length_pools: dict[str, dict[int, tuple[float, float]]]
 
 
 def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> TaskEvidence:
@@ -151,6 +153,8 @@ def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> Task
         truncated=collapse.truncated_test if collapse else None,
         empty=collapse.empty_test if collapse else None,
         lengths=versus.paired if versus else (),
+        length_pool=tuple((n, *found.length_pools[name][n])
+                          for n in sorted(found.length_pools.get(name, {}))),
         across=versus.across if versus and not versus.across.binary else None,
         recovery=versus.recovery if versus else None,
         fewest_pairs=versus.fewest_pairs if versus else 0,
@@ -176,8 +180,9 @@ def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequen
     check_max_kl(family, base, noises, divergences)
     wrong = {a.task: t for a in judged
              if (t := pooled_accuracy(a.task, base, noises, cand, a.metric)) is not None}
+    pools = {task: length_pool(task, base, noises, cand) for task in curves}
     found = _Found({t.task: t for t in comparison.tasks}, {a.task: a for a in judged},
-                   curves, {d.task: d for d in divergences}, wrong)
+                   curves, {d.task: d for d in divergences}, wrong, pools)
     names = dict.fromkeys([*(item.task for item in base.items),
                            *(t.task for t in comparison.tasks)])
     evidence = tuple(_evidence(n, found, base, family.skip) for n in names)
