@@ -24,6 +24,13 @@ gives, beside what a restart's new answers cost.
   declared prior (judge/spread.py PRIORS["novel"]); one-sided, Student's t with Satterthwaite's
   degrees of freedom.
 
+Two readings, the smaller p taken and doubled (Bonferroni): the candidate's *new* answers,
+the sharper where a restart's changes land on alternatives the setup has seen; and all its
+*changed* answers (every answer other than the setup's, seen or not), which also sees a loss
+that lands on a wrong answer some restart once gave (a multiple-choice letter, a fragile
+item's one wrong number), where the new answers would call it explained. Both condition on
+the changes, so a restart that changes three times as much at a restart's cost passes both.
+
 It needs three runs of the setup (two noise runs): with fewer there is no majority to read a
 restart's new answers against; and LEAST_NEW new answers in the pool's runs, so that a small
 task's few new answers are not judged on a normal reference. Otherwise the pool test
@@ -33,7 +40,7 @@ task's few new answers are not judged on a normal reference. Otherwise the pool 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,6 +48,8 @@ from kveval.judge.spread import PRIORS, Spread, prediction_bound, prediction_p
 
 LEAST_RUNS = 3  # runs of the baseline's setup this test needs
 LEAST_NEW = 30  # new answers of the pool's runs it needs to read a restart's cost from
+KINDS = ("new", "changed")  # the candidate's answers no run gave; all it gives other than
+# the setup's
 LEAST_VARIANCE = 0.1  # a new answer's cost variance is never taken below this
 
 
@@ -53,6 +62,8 @@ class NovelCost:
     pool_answers: int  # the pool runs' new answers, each against the others (N_pool)
     rate: float  # h: the pool's net cost per new answer
     spread: Spread  # of a run's cost per new answer between restarts; extra: the counting part
+    kind: str = "new"  # which reading (KINDS)
+    readings: int = 1  # how many readings were taken (Bonferroni)
 
     @property
     def excess(self) -> float:
@@ -65,15 +76,20 @@ class NovelCost:
         return self.cost / self.answers - self.rate if self.answers else 0.0
 
     @property
-    def p_value(self) -> float:
+    def raw_p(self) -> float:
         return prediction_p(self.gap, self.spread) if self.answers else 1.0
+
+    @property
+    def p_value(self) -> float:
+        return min(1.0, self.readings * self.raw_p)
 
     def threshold(self, candidate_wrong: int, level: float) -> float:
         """The wrong count at which the candidate's excess reaches this level: its own count
         less how far its cost per new answer lies beyond the bound, in answers."""
         if not self.answers:
             return math.inf
-        return candidate_wrong - prediction_bound(self.gap, self.spread, level) * self.answers
+        bound = prediction_bound(self.gap, self.spread, level / self.readings)
+        return candidate_wrong - bound * self.answers
 
     def loss_per_point(self) -> float:
         """How much of one more answer lost shows as excess: it is a new answer costing 1."""
@@ -93,10 +109,11 @@ def setup_answer(codes: np.ndarray, wrong: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def new_costs(run: int, others: list[int], codes: np.ndarray, wrong: np.ndarray,
-              collapsed: np.ndarray) -> np.ndarray:
-    """The costs of one run's new answers against the setup's answers among `others`."""
+              collapsed: np.ndarray, kind: str = "new") -> np.ndarray:
+    """The costs of one run's new answers (kind "new") or of all its answers other than the
+    setup's (kind "changed"), against the setup's answers among `others`."""
     usual, usual_wrong = setup_answer(codes[others], wrong[others])
-    seen = (codes[others] == codes[run]).any(axis=0)
+    seen = (codes[others] == codes[run]).any(axis=0) if kind == "new" else codes[run] == usual
     new = (usual >= 0) & ~seen & ~collapsed[[run, *others]].any(axis=0)
     return (wrong[run].astype(int) - usual_wrong.astype(int))[new]
 
@@ -117,22 +134,32 @@ def rate_spread(per_run: list[np.ndarray], rate: float, variance: float) -> tupl
 def novel_cost(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
                ) -> NovelCost | None:
     """The test, from runs x items of answer codes, wrong answers and answers cut short or
-    empty: the pool's runs (the baseline first) then the candidate last. None where the pool
-    has fewer than LEAST_RUNS runs or fewer than LEAST_NEW new answers to read a restart's cost
-    from (a small task: the normal reference would not hold)."""
+    empty: the pool's runs (the baseline first) then the candidate last. Of the two readings
+    (KINDS) the one with the smaller p, Bonferroni-adjusted for both. None where the pool has
+    fewer than LEAST_RUNS runs or fewer than LEAST_NEW answers to read a restart's cost from
+    (a small task: the normal reference would not hold)."""
+    found = [t for kind in KINDS if (t := one_reading(codes, wrong, collapsed, kind))]
+    if not found:
+        return None
+    return replace(min(found, key=lambda t: t.raw_p), readings=len(found))
+
+
+def one_reading(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray, kind: str,
+                ) -> NovelCost | None:
+    """One reading's test (None where it cannot be read)."""
     pool = list(range(codes.shape[0] - 1))
     if len(pool) < LEAST_RUNS:
         return None
-    per_run = [new_costs(r, [o for o in pool if o != r], codes, wrong, collapsed)
+    per_run = [new_costs(r, [o for o in pool if o != r], codes, wrong, collapsed, kind)
                for r in pool]
     every = np.concatenate(per_run)
     if every.size < LEAST_NEW:
         return None
-    own = new_costs(len(pool), pool, codes, wrong, collapsed)
+    own = new_costs(len(pool), pool, codes, wrong, collapsed, kind)
     rate = float(every.mean())
     variance = max(float(every.var()), LEAST_VARIANCE)
     between, df = rate_spread(per_run, rate, variance)
     n = max(own.size, 1)
     counting = variance / n + variance / every.size
     spread = Spread(between, float(df), len(pool), True, variance, extra=counting)
-    return NovelCost(int(own.size), float(own.sum()), int(every.size), rate, spread)
+    return NovelCost(int(own.size), float(own.sum()), int(every.size), rate, spread, kind)

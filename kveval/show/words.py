@@ -144,9 +144,12 @@ def novel_text(t: CountTest, candidate: str) -> str:
     if n is None:
         return ""
     each = n.cost / n.answers if n.answers else 0.0
-    return (f"{candidate} gave {n.answers} answers no run of the setup gave, which turned "
-            f"{n.cost:g} right answers wrong net ({each:.2f} each), where the setup's runs' "
-            f"{n.pool_answers} new answers turned {n.rate:.2f} each; ")
+    what = ("answers no run of the setup gave" if n.kind == "new"
+            else "answers other than the setup's")
+    return (f"{candidate} gave {n.answers} {what}, which turned {n.cost:g} right answers "
+            f"wrong net ({each:.2f} each), where the setup's runs' {n.pool_answers} such "
+            f"answers turned {n.rate:.2f} each (the sharper of two readings, new answers and "
+            f"every changed one, its p doubled); ")
 
 
 def worst_sentence(w: WorstCase, candidate: str, margin: float | None = None,
