@@ -28,11 +28,12 @@ def pairwise_changes(coded: np.ndarray) -> np.ndarray:
                      for a in range(runs)])
 
 
-def changed_per_run(answers: Sequence[Sequence[object]]) -> float:
+def changed_per_run(coded: np.ndarray) -> float:
     """How many answers one run of the setup changes: half the mean pairwise changes among
-    all the runs, the candidate's included (under the null hypothesis it is one more
-    restart, and one that changed many answers is what the prior must allow for)."""
-    among = pairwise_changes(answer_codes(answers))
+    all the runs (`coded`: runs x items of answer_codes), the candidate's included (under
+    the null hypothesis it is one more restart, and one that changed many answers is what
+    the prior must allow for)."""
+    among = pairwise_changes(coded)
     upper = among[np.triu_indices(among.shape[0], 1)]
     return float(upper.mean()) / 2 if upper.size else 0.0
 

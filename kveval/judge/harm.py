@@ -21,7 +21,7 @@ import numpy as np
 MARGIN_SE = 2.0  # standard errors added to the estimate
 
 
-def _usual(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def usual_answer(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per item, the code a strict majority of the runs hold (-1: none), and which run
     holds it first."""
     runs = codes.shape[0]
@@ -42,7 +42,7 @@ def departure_cost(codes: np.ndarray, wrong: np.ndarray) -> float:
         changed = codes[0] != codes[-1]
         flipped = changed & (wrong[0] != wrong[-1])
         return _bounded(float(flipped.sum()), int(changed.sum()), 1.0)
-    usual, holder = _usual(codes)
+    usual, holder = usual_answer(codes)
     known = usual >= 0
     usual_wrong = wrong[holder, np.arange(codes.shape[1])]
     away = known[None, :] & (codes != usual[None, :])

@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from kveval.judge.harm import usual_answer
 from kveval.judge.spread import PRIORS, Spread, prediction_bound, prediction_p
 
 LEAST_RUNS = 3  # runs of the baseline's setup this test needs
@@ -96,23 +97,12 @@ class NovelCost:
         return max(1.0 - self.rate, 0.05)
 
 
-def setup_answer(codes: np.ndarray, wrong: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per item, the code a strict majority of these runs give (-1: none) and whether that
-    answer is wrong."""
-    runs = codes.shape[0]
-    usual = np.full(codes.shape[1], -1)
-    usual_wrong = np.zeros(codes.shape[1], dtype=bool)
-    for r in range(runs):
-        found = (usual < 0) & (2 * (codes == codes[r]).sum(axis=0) > runs)
-        usual[found], usual_wrong[found] = codes[r, found], wrong[r, found]
-    return usual, usual_wrong
-
-
 def new_costs(run: int, others: list[int], codes: np.ndarray, wrong: np.ndarray,
               collapsed: np.ndarray, kind: str = "new") -> np.ndarray:
     """The costs of one run's new answers (kind "new") or of all its answers other than the
     setup's (kind "changed"), against the setup's answers among `others`."""
-    usual, usual_wrong = setup_answer(codes[others], wrong[others])
+    usual, holder = usual_answer(codes[others])
+    usual_wrong = wrong[others][holder, np.arange(codes.shape[1])]
     seen = (codes[others] == codes[run]).any(axis=0) if kind == "new" else codes[run] == usual
     new = (usual >= 0) & ~seen & ~collapsed[[run, *others]].any(axis=0)
     return (wrong[run].astype(int) - usual_wrong.astype(int))[new]

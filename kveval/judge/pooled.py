@@ -45,14 +45,14 @@ def pooled_accuracy(task: str, base: Side, noises: Sequence[Side], cand: Side,
     wrong = np.array(rows, dtype=bool)
     collapsed = [[collapsed_item(p[k]) for k in keys] for p in pool]
     collapsed.append([collapsed_item(theirs.get(k)) for k in keys])
-    novel = novel_cost(answer_codes(answers), wrong, np.array(collapsed, dtype=bool))
-    return accuracy_test(wrong, changed_per_run(answers), cost_of(answers, wrong), novel)
-
-
-def cost_of(answers: list[list[str | None]], wrong: np.ndarray) -> float:
-    """A departure's cost, from the pool alone where it has three runs or more, else with
-    the candidate (judge/harm.py)."""
     codes = answer_codes(answers)
+    novel = novel_cost(codes, wrong, np.array(collapsed, dtype=bool))
+    return accuracy_test(wrong, changed_per_run(codes), cost_of(codes, wrong), novel)
+
+
+def cost_of(codes: np.ndarray, wrong: np.ndarray) -> float:
+    """A departure's cost, from the pool alone where it has three runs or more, else with
+    the candidate (judge/harm.py); `codes`: runs x items, the candidate last."""
     if codes.shape[0] > 3:
         return departure_cost(codes[:-1], wrong[:-1])
     return departure_cost(codes, wrong)
