@@ -44,6 +44,31 @@ from kveval.judge.spread import Spread, reference_df, scale
 from kveval.judge.stats import PairedTable
 
 
+def lost_needed(discordant: np.ndarray, level: float) -> np.ndarray:
+    """c(D), the fewest lost pairs among D discordant ones the exact one-sided McNemar test
+    rejects with at this level (D + 1: none): scipy's binomial isf, from the normal guess
+    corrected by its exact tail, a step at a time."""
+    from scipy.stats import binom, norm
+
+    guess = np.ceil(discordant / 2 + float(norm.isf(level)) * np.sqrt(discordant) / 2)
+    needed = np.clip(guess, 0, discordant + 1)
+    while np.any(up := binom.sf(needed - 1, discordant, 0.5) > level):
+        needed = needed + up
+    while np.any(down := (needed > 0) & (binom.sf(needed - 2, discordant, 0.5) <= level)):
+        needed = needed - down
+    return needed
+
+
+def _discordant_range(n: int, rate: float) -> np.ndarray:
+    """The discordant counts of n pairs that carry all but about 1e-9 of Binomial(n, rate)."""
+    from scipy.stats import binom
+
+    if rate >= 1:
+        return np.array([n])
+    low, high = int(binom.ppf(1e-9, n, rate)), int(binom.isf(1e-9, n, rate))
+    return np.arange(max(low, 1), high + 1)
+
+
 def mcnemar_power(n: int, flip_rate: float, loss: float, level: float) -> float:
     """The exact one-sided McNemar test's power to show a loss (fractions) at this level."""
     from scipy.stats import binom
@@ -51,12 +76,9 @@ def mcnemar_power(n: int, flip_rate: float, loss: float, level: float) -> float:
     rate = min(1.0, flip_rate + loss)
     if n <= 0 or rate <= 0:
         return 0.0
-    low, high = (int(binom.ppf(1e-9, n, rate)), int(binom.isf(1e-9, n, rate))) if rate < 1 \
-        else (n, n)
-    discordant = np.arange(max(low, 1), high + 1)
-    needed = binom.isf(level, discordant, 0.5) + 1  # lost pairs the test needs among D
+    discordant = _discordant_range(n, rate)
     share = (flip_rate / 2 + loss) / rate
-    hits = binom.sf(needed - 1, discordant, share)
+    hits = binom.sf(lost_needed(discordant, level) - 1, discordant, share)
     return float(np.sum(binom.pmf(discordant, n, rate) * hits))
 
 

@@ -32,6 +32,7 @@ from kveval.judge.detect import (
     detectable_extra,
     detectable_loss,
     detectable_shift,
+    mcnemar_power,
 )
 from kveval.judge.floor import CountTest, logit_share, logit_slope
 from kveval.judge.kl_power import Floor, item_sd, needed
@@ -119,6 +120,13 @@ def _loss_at(n: int, runs: int, rate: float, restarts: Restarts, level: float,
     return value if value <= ceiling else None
 
 
+def _short(n: int, runs: int, rate: float, restarts: Restarts, level: float, loss: float,
+           power: float) -> bool:
+    """Whether n items miss this loss: _loss_at's loss above it, read as the power at it."""
+    return restarts.loss(n, runs, level, power) > loss or \
+        mcnemar_power(n, rate, loss, level) < power
+
+
 def accuracy_plan(task: str, table: PairedTable, available: int | None, targets: Targets,
                   level: float, note: str = "", pooled: CountTest | None = None,
                   noise_runs: int = 0) -> TaskPlan:
@@ -131,8 +139,8 @@ def accuracy_plan(task: str, table: PairedTable, available: int | None, targets:
     restarts, want = Restarts.of(pooled), targets.detect / 100
 
     def needs(runs: int) -> int | None:
-        return smallest_size(lambda m: (_loss_at(m, runs, rate, restarts, level, 1.0,
-                                                 targets.power) or 1.0) > want, 8, 10_000_000)
+        return smallest_size(lambda m: _short(m, runs, rate, restarts, level, want,
+                                              targets.power), 8, 10_000_000)
 
     runs = next((k for k in range(max(noise_runs, 2), MOST_NOISE_RUNS + 1)
                  if needs(k) is not None), None)
