@@ -97,22 +97,33 @@ def test_one_slot_has_no_idle_slot_to_copy(capsys: Any) -> None:
     assert data["teacher_force"]["idle_slot_cache"]["caches"] is None
 
 
+OVERLAP_S = 0.5
+
+
 def batch_dependent() -> FakeServer:
-    """Log-probabilities that move by 1e-6 while another request is being answered, as a
-    server's kernels change with its batch."""
-    busy = {"now": 0}
-    lock = threading.Lock()
+    """Log-probabilities that move by 1e-6 when another request was being answered at the
+    same time, as a server's kernels change with its batch. A request waits (up to OVERLAP_S)
+    for another to join it, so requests sent together overlap however loaded the machine."""
+    inflight: set[int] = set()
+    overlapped: set[int] = set()
+    joined = threading.Condition()
 
     def answer(body: dict[str, Any]) -> str:
-        with lock:
-            busy["now"] += 1
-        time.sleep(0.05)
+        me = threading.get_ident()  # the server answers each request on a thread of its own
+        with joined:
+            if inflight:
+                overlapped.update(inflight | {me})
+            inflight.add(me)
+            joined.notify_all()
+            joined.wait_for(lambda: me in overlapped, timeout=OVERLAP_S)
         return "Paris"
 
     def logprobs(body: dict[str, Any], text: str) -> Any:
-        with lock:
-            shift = 1e-6 * (busy["now"] > 1)
-            busy["now"] -= 1
+        me = threading.get_ident()
+        with joined:
+            shift = 1e-6 * (me in overlapped)
+            inflight.discard(me)
+            overlapped.discard(me)
         return {"tokens": [text], "token_logprobs": [-0.5 - shift],
                 "top_logprobs": [{text: -0.5 - shift, " Rome": -1.5}], "text_offset": [0]}
 
@@ -207,3 +218,13 @@ def test_the_embedded_engine_as_run_would_start_it(capsys: Any) -> None:
     assert data["teacher_force"]["method"] == "echo"
     assert data["max_logprobs"]["completions"] == 20
     assert "kv_cache" not in data["setup_to_state"]
+
+
+def test_timeout_gives_a_slow_server_the_time_it_needs(capsys: Any) -> None:
+    """Every probe within --timeout: a server taking 0.6 s an answer cannot run a rollout
+    suite at a limit of 0.3 s, and can at the default."""
+    with FakeServer(Behaviour(latency_s=0.6)) as server:
+        short, data, err = checked(capsys, server.base_url, "--timeout", "0.3")
+        default, _, _ = checked(capsys, server.base_url)
+    assert short == 2 and not data["runnable"] and "within --timeout 0.3 s" in err
+    assert default == 0

@@ -105,7 +105,8 @@ def test_check_sees_whether_the_server_copies_idle_slots(capsys: Any,
     model = engine_setup.bundled_model_path()
     with llama_server(model, "f16", slots=2, threads=2,
                       cache_idle_slots=cache_idle_slots) as url:
-        code, out, err = kveval(capsys, "check", "--endpoint", url, "--json")
+        # a CPU server on a loaded machine: more than check's 5 s for a probe
+        code, out, err = kveval(capsys, "check", "--endpoint", url, "--json", "--timeout", "60")
     assert code == 0, err
     data = json.loads(out)
     found = data["teacher_force"]["idle_slot_cache"]

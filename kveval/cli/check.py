@@ -22,9 +22,12 @@ KV_TYPES = ("f16", "q8_0", "q4_0")
               help="Embedded engine only: its KV cache type.")
 @click.option("--ctx", type=click.IntRange(min=256), default=4096, show_default=True,
               help="Embedded engine only: its context size.")
+@click.option("--timeout", type=options.Finite(min=0.1), default=None, metavar="SECONDS",
+              help="Each probe request's limit: more for a slow or loaded server (a CPU). "
+                   "Default: 5, the embedded engine 60.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
-          as_json: bool) -> int:
+          timeout: float | None, as_json: bool) -> int:
     """What kveval can do against a server: models, fingerprint, completions and chat at
     temperature 0, the largest --logprobs K, the teacher-forcing method, tokenizer and chat
     template, and the --setup keys to state. Exit 0 when a rollout suite can run, 2 (with the
@@ -38,9 +41,10 @@ def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
         check_url(endpoint)
         info = _probed(probe, endpoint, api_key())
         chosen = _chosen(choose_model, model, info.model_ids)
-        result = probe_server(endpoint, redact(endpoint), info, chosen, api_key())
+        result = probe_server(endpoint, redact(endpoint), info, chosen, api_key(),
+                              timeout=timeout)
     else:
-        result = _embedded(model, kv_cache_type, ctx)
+        result = _embedded(model, kv_cache_type, ctx, timeout)
     from kveval.sink import json_text
 
     click.echo(json_text(json.dumps(result.to_json(), indent=1, ensure_ascii=False))
@@ -76,7 +80,7 @@ def _chosen(choose: Any, model: str | None, ids: list[str]) -> str | None:
         return None
 
 
-def _embedded(model: str | None, kv_cache_type: str, ctx: int) -> Any:
+def _embedded(model: str | None, kv_cache_type: str, ctx: int, timeout: float | None) -> Any:
     from kveval.run.check import check as probe_server
     from kveval.run.endpoint import ServerInfo, probe
     from kveval.run.engine_setup import EngineConfig
@@ -87,7 +91,7 @@ def _embedded(model: str | None, kv_cache_type: str, ctx: int) -> Any:
         info = probe(engine.base_url, None)
         info = ServerInfo(info.models, {**info.fingerprint, "engine": engine.fingerprint})
         return probe_server(engine.base_url, "embedded", info, model or engine.model, None,
-                            embedded=True)
+                            embedded=True, timeout=timeout)
 
 
 def _cell(value: Any) -> str:

@@ -238,8 +238,9 @@ def through_proxy(base_url: str, api_key: str | None) -> dict[str, Any] | None:
 
 
 def check(base_url: str, label: str, info: ServerInfo, model: str | None,
-          api_key: str | None, embedded: bool = False) -> Check:
-    """Probe the server (already listed by `probe`); every request within CHECK_TIMEOUT_S."""
+          api_key: str | None, embedded: bool = False, timeout: float | None = None) -> Check:
+    """Probe the server (already listed by `probe`); every request within `timeout` seconds
+    (None: CHECK_TIMEOUT_S, EMBEDDED_TIMEOUT_S for the embedded engine)."""
     started = time.perf_counter()
     found = summary(info, model)
     proxy = None if embedded else through_proxy(base_url, api_key)
@@ -249,7 +250,7 @@ def check(base_url: str, label: str, info: ServerInfo, model: str | None,
     method = select(Probe(base_url, model, api_key), info.fingerprint, embedded)
     if "engine" not in found and not method.server.startswith("unknown"):
         found["engine"] = method.server
-    bound = EMBEDDED_TIMEOUT_S if embedded else CHECK_TIMEOUT_S
+    bound = timeout or (EMBEDDED_TIMEOUT_S if embedded else CHECK_TIMEOUT_S)
     config = ClientConfig(base_url, api_key, bound, retries=0)
     seen = asyncio.run(_probe_all(config, model, method, embedded))
     idle = seen["idle"]
