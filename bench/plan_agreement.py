@@ -3,17 +3,18 @@ points, flip rates of 2.5%, 6% and 25%.
 
 For each cell a pilot (500 items: a baseline, a noise run and a candidate that is another
 restart) goes to `plan()`, which gives the items and noise runs a loss needs at 80% power
-(judge/plan.py: the accuracy check's exact part and its spread part, the declared prior
-included). The gate (`gate()`, the code `kveval gate` runs) then judges that many simulated
-items with that many noise runs and a candidate that loses the given points; the share of
-rollouts failing GSM8K should be at least 80% (the plan is conservative where the restarts
-in fact agree: the prior stands in for a spread it cannot see).
+(judge/plan.py: with two noise runs or more the new answers' cost, as the gate judges it,
+modelled from the pilot's three runs, judge/novel_power.py; the pool test where the pool
+would hold too few new answers). The gate (`gate()`, the code `kveval gate` runs) then judges
+that many simulated items with that many noise runs and a candidate that loses the given
+points; the share of rollouts failing GSM8K should be at least 80% (the plan is conservative
+where the restarts in fact agree: the prior stands in for a spread it cannot see).
 
 Each run flips each item's usual answer with probability flips / 2 (its own answer, right
 where the usual one is wrong and the other way round); the candidate also turns each right
 answer wrong with probability loss / accuracy.
 
-    .venv/bin/python bench/plan_agreement.py [--reps 200] [--seed 0]
+    .venv/bin/python bench/plan_agreement.py [--reps 200] [--seed 0] [--jobs 9]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ LOSSES = (3.0, 5.0, 8.0)
 FLIPS = (0.025, 0.06, 0.25)
 ACCURACY = 0.6
 PILOT = 500
+LARGEST = 30_000  # a plan for more items is printed, not simulated (minutes a replicate)
 
 
 def runs(n: int, k: int, flips: float, loss: float, rng: np.random.Generator) -> list[Side]:
@@ -71,25 +73,34 @@ def power(n: int, k: int, flips: float, loss: float, reps: int,
     return hits / reps
 
 
-def rows(reps: int, seed: int) -> list[tuple[str, ...]]:
-    found = []
-    for loss in LOSSES:
-        for flips in FLIPS:
-            rng = np.random.default_rng([seed, int(loss * 10), int(flips * 1000)])
-            asked = planned(flips, loss, rng)
-            if asked is None:
-                found.append((f"{loss:g}", f"{100 * flips:g}%", "none", "-", "-"))
-                continue
-            n, k = asked
-            found.append((f"{loss:g}", f"{100 * flips:g}%", f"{n:,}", str(k),
-                          f"{100 * power(n, k, flips, loss, reps, rng):.1f}%"))
-    return found
+def cell(loss: float, flips: float, reps: int, seed: int) -> tuple[str, ...]:
+    rng = np.random.default_rng([seed, int(loss * 10), int(flips * 1000)])
+    asked = planned(flips, loss, rng)
+    if asked is None:
+        return (f"{loss:g}", f"{100 * flips:g}%", "none", "-", "-")
+    n, k = asked
+    if n > LARGEST:
+        return (f"{loss:g}", f"{100 * flips:g}%", f"{n:,}", str(k), "not simulated")
+    return (f"{loss:g}", f"{100 * flips:g}%", f"{n:,}", str(k),
+            f"{100 * power(n, k, flips, loss, reps, rng):.1f}%")
+
+
+def rows(reps: int, seed: int, jobs: int = 1) -> list[tuple[str, ...]]:
+    cells = [(loss, flips) for loss in LOSSES for flips in FLIPS]
+    if jobs <= 1:
+        return [cell(loss, flips, reps, seed) for loss, flips in cells]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs) as pool:
+        return list(pool.map(cell, *zip(*cells, strict=True), [reps] * len(cells),
+                             [seed] * len(cells)))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1, help="cells in this many processes")
     args = parser.parse_args(argv)
     header = ("loss (points)", "flip rate", "plan: items", "plan: noise runs",
               "gate simulated: power")
@@ -97,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> None:
           "per cell")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for row in rows(args.reps, args.seed):
+    for row in rows(args.reps, args.seed, args.jobs):
         print("| " + " | ".join(row) + " |")
 
 

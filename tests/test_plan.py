@@ -36,7 +36,7 @@ def test_power_grows_with_items_and_loss_and_is_exact_at_the_extremes():
 @pytest.mark.parametrize("loss, flips", [(5.0, 0.06), (8.0, 0.025)])
 def test_plan_agrees_with_the_gate_simulated(loss, flips):
     """The items and noise runs plan asks for, from a pilot, give the gate at least the
-    asked power on runs of that size (bench/plan_agreement.py: 86-99% for 80% asked)."""
+    asked power on runs of that size (bench/plan_agreement.py: 77-100% for 80% asked)."""
     sys.path.insert(0, str(ROOT / "bench"))
     import numpy as np
     from plan_agreement import planned, power
@@ -70,9 +70,10 @@ def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, caps
     assert code == 0 and data["command"] == "plan"
     gsm8k = next(t for t in data["tasks"] if t["task"] == "gsm8k")
     assert gsm8k["check"] == "accuracy" and gsm8k["flip_rate"] == pytest.approx(18 / 500)
-    # the exact part alone would need fewer items; the spread between restarts needs more,
-    # and two noise runs at the least (judge/plan.py)
-    assert gsm8k["items_needed"] >= items_for_loss(0.02, 18 / 500, data["level"])
+    # two noise runs at the least, with which the gate judges by the new answers' cost
+    # (judge/novel_power.py; tests/test_novel_power.py holds the size against that test):
+    # more items than the pilot's, which catch no less than 3.6 points
+    assert gsm8k["items_needed"] > 500
     assert gsm8k["items_available"] == 1319 and gsm8k["noise_runs_needed"] >= 2
     assert gsm8k["detectable"] >= 100 * detectable_loss(500, 18 / 500, data["level"], 459 / 500)
     assert gsm8k["detectable"] > 2 and f"{gsm8k['noise_runs_needed']} noise runs" in \
@@ -89,9 +90,9 @@ def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, caps
 
 def test_a_loss_the_data_cannot_supply_says_the_best_it_can_do(pilot, capsys):
     code, out, _ = kveval(capsys, "plan", pilot["a"], "--noise", pilot["n"], "--candidate",
-                          pilot["c"], "--detect", "0.5")
+                          pilot["c"], "--detect", "1.5")
     assert code == 0
-    assert "a loss of 0.5 points needs" in out
+    assert "a loss of 1.5 points needs" in out
     assert "the data has 1,319: the best it can do is" in out
     assert "--limit 1319" in out
 

@@ -17,12 +17,12 @@ simulated.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from kveval.judge.accuracy_power import AccuracyModel, Restarts
 from kveval.judge.checks import TASK_WEIGHT, Levels, first_step_levels
 from kveval.judge.compare import Side
 from kveval.judge.decide import TaskEvidence
@@ -30,14 +30,13 @@ from kveval.judge.detect import (
     POWER,
     CountFloor,
     detectable_extra,
-    detectable_loss,
     detectable_shift,
-    mcnemar_power,
 )
 from kveval.judge.floor import CountTest, logit_share, logit_slope
 from kveval.judge.kl_power import Floor, item_sd, needed
 from kveval.judge.kl_test import KlTest
-from kveval.judge.novel import NovelCost
+from kveval.judge.novel_power import NovelPilot, of_pilot
+from kveval.judge.pooled import scored_runs
 from kveval.judge.power import smallest_size
 from kveval.judge.spread import PRIORS, Spread, beyond_counting
 from kveval.judge.stats import PairedTable
@@ -73,82 +72,29 @@ class TaskPlan:
     rise: float | None = None  # divergence: the target rise, in nats per token
 
 
-@dataclass(frozen=True)
-class Restarts:
-    """How far a restart moves one run's wrong count, per item of the task: the counting part
-    (its variance grows with the items) and the restarts' own part (its sd grows with them)."""
-
-    counting: float  # variance per item
-    spread: float  # sd per item
-
-    @classmethod
-    def of(cls, test: CountTest | None) -> Restarts:
-        if test is None or test.spread is None or not test.items:
-            return cls(0.0, 0.0)
-        if test.novel is not None:
-            return cls.of_novel(test.novel, test.items)
-        run = max(test.spread.variance - test.spread.floor, 0.0)
-        return cls(test.spread.floor / test.items, math.sqrt(run) / test.items)
-
-    @classmethod
-    def of_novel(cls, novel: NovelCost, items: int) -> Restarts:
-        """The new answers' test (judge/novel.py) in answers lost per item: the candidate's
-        new answers grow with the items as the pool's do, and each lost answer adds one new
-        answer's excess."""
-        share, per = max(novel.answers, 1) / items, novel.loss_per_point()
-        ratio = max(novel.answers, 1) / max(novel.pool_answers, 1)
-        runs = novel.spread.variance * (1 + 1 / max(novel.spread.runs, 1))
-        return cls(novel.spread.floor * share * (1 + ratio) / per ** 2,
-                   math.sqrt(runs) * share / per)
-
-    def loss(self, n: int, noise_runs: int, level: float, power: float) -> float:
-        """The loss (a fraction) the spread part catches with this power at n items."""
-        from scipy.stats import norm, t
-
-        df = PRIORS["accuracy"].df + noise_runs
-        variance = self.counting * n + (self.spread * n) ** 2
-        scale = math.sqrt(variance * (1 + 1 / (noise_runs + 1)))
-        return (float(t.isf(level, df)) + float(norm.ppf(power))) * scale / n if n else 1.0
-
-
-def _loss_at(n: int, runs: int, rate: float, restarts: Restarts, level: float,
-             ceiling: float, power: float) -> float | None:
-    exact = detectable_loss(n, rate, level, ceiling, power) if n else None
-    if exact is None:
-        return None
-    value = max(exact, restarts.loss(n, runs, level, power))
-    return value if value <= ceiling else None
-
-
-def _short(n: int, runs: int, rate: float, restarts: Restarts, level: float, loss: float,
-           power: float) -> bool:
-    """Whether n items miss this loss: _loss_at's loss above it, read as the power at it."""
-    return restarts.loss(n, runs, level, power) > loss or \
-        mcnemar_power(n, rate, loss, level) < power
-
-
 def accuracy_plan(task: str, table: PairedTable, available: int | None, targets: Targets,
                   level: float, note: str = "", pooled: CountTest | None = None,
-                  noise_runs: int = 0) -> TaskPlan:
+                  noise_runs: int = 0, novel: NovelPilot | None = None) -> TaskPlan:
     """Items and noise runs for the accuracy check to catch a loss of `detect` points: the
     fewest noise runs with which some size reaches it, and the items it then needs; the best
-    loss the data can show when it cannot supply them."""
+    loss the data can show when it cannot supply them. `novel`: the pilot's restarts' new
+    answers, for the sizes the gate judges by their cost (judge/novel_power.py)."""
     n = table.n
     rate = table.discordant / n if n else 0.0
     ceiling = table.baseline_correct / n if n else 1.0
-    restarts, want = Restarts.of(pooled), targets.detect / 100
+    model, want = AccuracyModel(rate, Restarts.of(pooled), novel), targets.detect / 100
 
     def needs(runs: int) -> int | None:
-        return smallest_size(lambda m: _short(m, runs, rate, restarts, level, want,
-                                              targets.power), 8, 10_000_000)
+        return smallest_size(lambda m: model.short(m, runs, level, want, targets.power),
+                             8, 10_000_000)
 
     runs = next((k for k in range(max(noise_runs, 2), MOST_NOISE_RUNS + 1)
                  if needs(k) is not None), None)
     needed = needs(runs) if runs is not None else None
-    here = _loss_at(n, noise_runs, rate, restarts, level, ceiling, targets.power)
+    here = model.loss(n, noise_runs, level, ceiling, targets.power)
     short = available is not None and (needed is None or needed > available)
-    best = _loss_at(available, runs or MOST_NOISE_RUNS, rate, restarts, level, ceiling,
-                    targets.power) if short and available else None
+    best = model.loss(available, runs or MOST_NOISE_RUNS, level, ceiling,
+                      targets.power) if short and available else None
     return TaskPlan(task, "accuracy", n, available, needed, runs, _points(here), _points(best),
                     rate, level, note)
 
@@ -251,8 +197,9 @@ def plan(base: Side, noises: Sequence[Side] = (), cand: Side | None = None,
     levels = first_step_levels(ex.checks, targets.alpha, len(ex.evidence) * TASK_WEIGHT)
     found = []
     for e in ex.evidence:
+        novel = _restarts_new_answers(e, base, pool, other)
         plans = _task_plans(e, len(noises), targets, levels, (available or {}).get(e.task),
-                            restart=cand is None)
+                            restart=cand is None, novel=novel)
         found += plans or _unplanned(e, base)
     return Plan(tuple(found), levels, len(noises), source, targets)
 
@@ -270,15 +217,26 @@ def _unplanned(e: TaskEvidence, base: Side) -> list[TaskPlan]:
     return [TaskPlan(e.task, "drift", items, None, None, None, None, None, note=UNPLANNED)]
 
 
+def _restarts_new_answers(e: TaskEvidence, base: Side, pool: Sequence[Side], other: Side,
+                          ) -> NovelPilot | None:
+    """What the pilot's runs show of a restart's new answers, every one of them a restart
+    (the candidate too: a pilot's candidate is another run of the setup)."""
+    if e.accuracy is None or other is base:
+        return None
+    found = scored_runs(e.task, base, pool, other, e.accuracy.metric)
+    return None if found is None else of_pilot(*found)
+
+
 def _task_plans(e: TaskEvidence, noise_runs: int, targets: Targets, levels: Levels,
-                available: int | None, restart: bool = False) -> list[TaskPlan]:
+                available: int | None, restart: bool = False,
+                novel: NovelPilot | None = None) -> list[TaskPlan]:
     if e.skipped or e.missing:
         return []
     found = []
     if e.accuracy is not None:
         found.append(accuracy_plan(e.task, e.accuracy.decisive.table, available, targets,
                                    levels.of("accuracy"), pooled=e.wrong,
-                                   noise_runs=noise_runs))
+                                   noise_runs=noise_runs, novel=novel))
     elif e.changed is not None:
         t = e.changed
         spread = (float(np.std([logit_share(q, t.items) for q in t.figures], ddof=1))

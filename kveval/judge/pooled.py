@@ -32,6 +32,19 @@ def _scores(side: Side, task: str, field: str) -> dict[tuple[str, str], ItemReco
 def pooled_accuracy(task: str, base: Side, noises: Sequence[Side], cand: Side,
                     metric: str) -> CountTest | None:
     """The accuracy check's test, or None where the task has no scored item in the pool."""
+    found = scored_runs(task, base, noises, cand, metric)
+    if found is None:
+        return None
+    codes, wrong, collapsed = found
+    novel = novel_cost(codes, wrong, collapsed)
+    return accuracy_test(wrong, changed_per_run(codes), cost_of(codes, wrong), novel)
+
+
+def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metric: str,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Runs x items of answer codes, wrong answers and answers cut short or empty, the pool
+    (the baseline first) then the candidate last, on the items the whole pool scored; None
+    where it scored none."""
     field = METRICS[metric]
     pool = [_scores(s, task, field) for s in (base, *noises)]
     keys = [k for k in pool[0] if all(k in p for p in pool[1:])]
@@ -42,12 +55,10 @@ def pooled_accuracy(task: str, base: Side, noises: Sequence[Side], cand: Side,
     rows.append([_wrong(theirs.get(k), field) for k in keys])
     answers = [[p[k].output for k in keys] for p in pool]
     answers.append([_output(theirs.get(k)) for k in keys])
-    wrong = np.array(rows, dtype=bool)
     collapsed = [[collapsed_item(p[k]) for k in keys] for p in pool]
     collapsed.append([collapsed_item(theirs.get(k)) for k in keys])
-    codes = answer_codes(answers)
-    novel = novel_cost(codes, wrong, np.array(collapsed, dtype=bool))
-    return accuracy_test(wrong, changed_per_run(codes), cost_of(codes, wrong), novel)
+    return (answer_codes(answers), np.array(rows, dtype=bool),
+            np.array(collapsed, dtype=bool))
 
 
 def cost_of(codes: np.ndarray, wrong: np.ndarray) -> float:

@@ -1,0 +1,137 @@
+"""What the new answers' cost test (judge/novel.py) catches, planned from a pilot.
+
+A pilot's runs of one setup (three or more: the baseline, the noise runs and a candidate that
+is another restart) show what a restart's new answers are, each run read against the others'
+majority answers as the gate reads a pool run: how many a run gives per item (a), their net
+cost per answer (h), its variance (v), and how far the cost rate moves between restarts
+beyond counting (s2, the pilot's own moderated by the declared prior PRIORS["novel"]; the
+gate's pool of k + 1 runs then reads it with the prior again, as the gate does).
+
+How many of a run's answers are new depends on how many runs it is read against: an answer
+is new where the others hold a majority for the setup's answer. The pilot's share gives how
+often a run departs (p, departures taken as independent and each its own answer), and p the
+shares at k noise runs: a pool run's a_k against the k other pool runs, the candidate's a_c
+against all k + 1.
+
+A loss of d (a share of the items) turns d n right answers wrong: d n more new answers, each
+costing 1 where a restart's cost h. At n items and k noise runs the gate's candidate then has
+N = (a_c + d) n new answers whose cost per answer lies d (1 - h) / (a_c + d) above the
+pool's, against the scale of the moderated spread (k + 1 pool runs, the prior's df + k) with
+the counting variance v / N + v / N_pool, N_pool = (k + 1) a_k n. The test reaches its level (split
+between its two readings, Bonferroni) with probability `power` once that gap is the t
+quantile plus the normal quantile at `power` times the scale (judge/detect.py spread_loss).
+Where the pool would hold fewer than LEAST_NEW new answers the gate judges by the pool test,
+and the plan models that test instead (judge/plan.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kveval.judge.detect import spread_loss
+from kveval.judge.novel import KINDS, LEAST_NEW, LEAST_RUNS, LEAST_VARIANCE, new_costs
+from kveval.judge.spread import PRIORS, Spread
+
+
+@dataclass(frozen=True)
+class NovelPilot:
+    """A restart's new answers as a pilot shows them."""
+
+    share: float  # a: a run's new answers per item, against the pilot's other runs
+    rate: float  # h: their net cost per answer
+    variance: float  # v: a new answer's cost variance
+    between: float  # s2: the cost rate's variance between restarts beyond counting, the
+    # pilot's own moderated by the prior (a few runs' sample variance alone is mostly noise)
+    runs: int  # the pilot's runs of the setup
+
+    @property
+    def departs(self) -> float:
+        """p: how often a run departs from the setup's answer to an item, read from the
+        share: a departure is new where the other runs hold a majority for the setup's answer
+        (departures taken as independent and each its own)."""
+        low, high = 0.0, 0.5
+        for _ in range(40):
+            mid = (low + high) / 2
+            low, high = (mid, high) if _new_share(mid, self.runs - 1) < self.share \
+                else (low, mid)
+        return high
+
+    def shares(self, noise_runs: int) -> tuple[float, float]:
+        """(a pool run's new answers per item, the candidate's): a pool run is read against
+        the pool's other runs, the candidate against all of them."""
+        p = self.departs
+        return _new_share(p, noise_runs), _new_share(p, noise_runs + 1)
+
+    def applies(self, n: int, noise_runs: int) -> bool:
+        """Whether the gate judges n items with this many noise runs by this test."""
+        pool = noise_runs + 1
+        return pool >= LEAST_RUNS and pool * self.shares(noise_runs)[0] * n >= LEAST_NEW
+
+    def spread(self, n: int, noise_runs: int, loss: float) -> Spread:
+        """The spread the gate's test would read, with a candidate that loses `loss`."""
+        prior = PRIORS["novel"]
+        moderated = (prior.df * prior.spread ** 2 + noise_runs * self.between) / \
+            (prior.df + noise_runs)
+        own, theirs = self.shares(noise_runs)
+        answers = max((theirs + loss) * n, 1.0)
+        pool = max((noise_runs + 1) * own * n, 1.0)
+        counting = self.variance / answers + self.variance / pool
+        return Spread(moderated, prior.df + noise_runs, noise_runs + 1, True, self.variance,
+                      extra=counting)
+
+    def gap(self, noise_runs: int, loss: float) -> float:
+        """The candidate's cost per new answer beyond the pool's, at this loss."""
+        answers = self.shares(noise_runs)[1] + loss
+        return loss * (1 - self.rate) / answers if answers > 0 else 0.0
+
+    def catches(self, n: int, noise_runs: int, loss: float, level: float,
+                power: float) -> bool:
+        found = spread_loss(self.spread(n, noise_runs, loss), level / len(KINDS), power)
+        return self.gap(noise_runs, loss) >= found
+
+    def loss(self, n: int, noise_runs: int, level: float, power: float,
+             ceiling: float = 1.0) -> float | None:
+        """The smallest loss (a fraction) caught with this power; None when even `ceiling`
+        is not."""
+        if not self.catches(n, noise_runs, ceiling, level, power):
+            return None
+        low, high = 0.0, ceiling
+        for _ in range(40):
+            mid = (low + high) / 2
+            low, high = (mid, high) if not self.catches(n, noise_runs, mid, level, power) \
+                else (low, mid)
+        return high
+
+
+def _new_share(departs: float, others: int) -> float:
+    """A run's new answers per item against `others` runs: it departs, and fewer than half
+    of them do."""
+    from scipy.stats import binom
+
+    return departs * float(binom.cdf(math.ceil(others / 2) - 1, others, departs))
+
+
+def of_pilot(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
+             ) -> NovelPilot | None:
+    """From runs x items of answer codes, wrong answers and answers cut short or empty, every
+    run a restart of the setup; None with fewer than LEAST_RUNS runs or no new answer."""
+    runs = codes.shape[0]
+    if runs < LEAST_RUNS or not codes.shape[1]:
+        return None
+    every_run = range(runs)
+    per_run = [new_costs(r, [o for o in every_run if o != r], codes, wrong, collapsed)
+               for r in every_run]
+    every = np.concatenate(per_run)
+    if not every.size:
+        return None
+    rate = float(every.mean())
+    variance = max(float(every.var()), LEAST_VARIANCE)
+    rates = [float(c.mean()) if c.size else rate for c in per_run]
+    counting = float(np.mean([variance / max(c.size, 1) for c in per_run]))
+    prior = PRIORS["novel"]
+    sample = max(float(np.var(rates, ddof=1)) - counting, 0.0)
+    between = (prior.df * prior.spread ** 2 + (runs - 1) * sample) / (prior.df + runs - 1)
+    return NovelPilot(every.size / runs / codes.shape[1], rate, variance, between, runs)
