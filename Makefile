@@ -35,7 +35,8 @@ DEMO_ARGS  ?=
 BENCH_DIR  ?= results/bench
 BENCH_LIMIT ?= 8
 # pip writes no .pyc files as it installs (half its install time on 2 cores, most of them for
-# modules kveval never imports); Python writes each one as its module is first imported.
+# modules kveval never imports); Python writes each one as its module is first imported,
+# unless PYTHONDONTWRITEBYTECODE is set (then `make test` compiles them: .compiled below).
 PIP_INSTALL := $(BIN)/pip install --no-compile
 
 .PHONY: venv install install-local test lint demo bench llama-server fuzz FORCE
@@ -65,9 +66,22 @@ $(VENV)/.installed-local: pyproject.toml $(LLAMA_LIBS) | $(BIN)/python
 	touch $@ $(VENV)/.installed-dev
 
 # every test runs: the embedded engine's and the real llama-server's, and those that read the
-# full GSM8K wherever GSM8K_DATA names it (../shared/data/gsm8k when there)
-test: install-local llama-server
-	$(if $(GSM8K_DATA),KVEVAL_GSM8K_DATA=$(abspath $(GSM8K_DATA))) $(BIN)/pytest -q
+# full GSM8K wherever GSM8K_DATA names it (../shared/data/gsm8k when there). The test files
+# go to TEST_WORKERS processes (pytest-xdist; 0: this one alone), a file to one process, so a
+# module's fixture (a server, its runs) is made once.
+TEST_WORKERS ?= 2
+test: install-local llama-server $(VENV)/.compiled
+	$(if $(GSM8K_DATA),KVEVAL_GSM8K_DATA=$(abspath $(GSM8K_DATA))) \
+		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The tests start kveval, its servers and engines as processes hundreds of times: each one
+# would compile every module it imports again where PYTHONDONTWRITEBYTECODE is set (as in
+# many CI images and containers), several seconds for scipy, openai and matplotlib. So the
+# tests' installs are compiled once, all of it (about 20 s on 2 cores); the demo imports each
+# module once and skips this.
+$(VENV)/.compiled: $(VENV)/.installed-local
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib kveval tests >/dev/null
+	touch $@
 
 # The fuzz suite with many more examples than `make test` draws (under 3 minutes there):
 # new examples each run, and a failure is kept in .hypothesis/ and replayed first.

@@ -50,3 +50,16 @@ settings.register_profile("fuzz", max_examples=500, deadline=None,
 settings.register_profile("explore", max_examples=150, deadline=None,
                           suppress_health_check=_SLOW_IS_FINE)
 settings.load_profile(os.environ.get("KVEVAL_HYPOTHESIS", "ci"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (`make test`), each worker and what it starts (the embedded
+    engine, llama-server: as many threads as CPUs they may use) runs on cores of its own:
+    two engines each spinning a thread on every core slow each other several times."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not worker.startswith("gw") or not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if 0 < count <= len(cpus):
+        os.sched_setaffinity(0, set(cpus[int(worker[2:]) % count::count]))

@@ -20,6 +20,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from kveval.run import engine_setup
+
 ROOT = Path(__file__).resolve().parents[1]
 BINARY = Path(os.environ.get("KVEVAL_LLAMA_SERVER", ROOT / "build/llama-server/bin/llama-server"))
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -54,8 +56,7 @@ def llama_server(model: Path, kv: str = "f16", slots: int = 2, ctx_per_slot: int
             "-np", str(slots), "-c", str(slots * ctx_per_slot), "-fa", "on",
             "-ctk", kv, "-ctv", kv, "--no-webui",
             *(() if cache_idle_slots else ("--no-cache-idle-slots",)), *extra]
-    if threads is not None:
-        args += ["-t", str(threads)]
+    args += ["-t", str(threads or engine_setup.available_cpus())]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)

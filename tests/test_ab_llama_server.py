@@ -36,8 +36,9 @@ def test_ab_f16_against_q8_0_gives_a_verdict_and_the_trade(tmp_path: Path) -> No
     suite.write_text(f'[[task]]\nname = "prompts"\ndata = "{prompts}"\nmax_tokens = 32\n')
     model = engine_setup.bundled_model_path()
     serve = shlex.join([str(BINARY), "-m", str(model), "--host", "127.0.0.1", "--port",
-                        "{port}", "-np", "2", "-c", "4096", "-fa", "on", "-t", "2",
-                        "--no-webui", "--no-cache-idle-slots", "-lv", "4"])
+                        "{port}", "-np", "2", "-c", "4096", "-fa", "on",
+                        "-t", str(engine_setup.available_cpus()), "--no-webui",
+                        "--no-cache-idle-slots", "-lv", "4"])
     done = subprocess.run(
         [sys.executable, "-m", "kveval.cli", "ab", "--serve", serve,
          "--baseline", "-ctk f16 -ctv f16", "--candidate", "-ctk q8_0 -ctv q8_0",

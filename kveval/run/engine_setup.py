@@ -39,7 +39,7 @@ class EngineConfig:
     model_path: str | None = None  # None -> the bundled SmolLM2 GGUF
     kv_cache_type: str = "f16"  # f16 | q8_0 | q4_0; sets both K and V; flash attention on
     ctx: int = 4096
-    threads: int | None = None  # None -> os.cpu_count()
+    threads: int | None = None  # None -> the CPUs this process may run on
     logits_all: bool = False  # keep every position's logits: needed for log-probabilities
 
 
@@ -174,12 +174,19 @@ def model_sha256(model: Path) -> str:
     return digest.hexdigest()
 
 
+def available_cpus() -> int:
+    """The CPUs this process may run on (taskset, a container's cpuset), not the machine's:
+    an engine with more threads than cores spins them against each other."""
+    getter = getattr(os, "sched_getaffinity", None)
+    return len(getter(0)) if getter is not None else (os.cpu_count() or 1)
+
+
 def prepare(config: EngineConfig) -> ServerPlan:
     """Validate the config (cheap checks first) and describe the server to start."""
     type_id = kv_type_id(config.kv_cache_type)
     if config.ctx <= 0:
         raise EngineError(f"context size must be positive, got {config.ctx}")
-    threads = config.threads if config.threads is not None else (os.cpu_count() or 1)
+    threads = config.threads if config.threads is not None else available_cpus()
     if threads <= 0:
         raise EngineError(f"threads must be positive, got {threads}")
     model = check_model(config.model_path) if config.model_path else bundled_model_path()
