@@ -108,6 +108,13 @@ def new_costs(run: int, others: list[int], codes: np.ndarray, wrong: np.ndarray,
     return (wrong[run].astype(int) - usual_wrong.astype(int))[new]
 
 
+def each_against_the_rest(runs: list[int], codes: np.ndarray, wrong: np.ndarray,
+                          collapsed: np.ndarray, kind: str = "new") -> list[np.ndarray]:
+    """The costs of each run's new answers (or changed ones) against the other runs."""
+    return [new_costs(r, [o for o in runs if o != r], codes, wrong, collapsed, kind)
+            for r in runs]
+
+
 def rate_spread(per_run: list[np.ndarray], rate: float, variance: float) -> tuple[float, int]:
     """(the moderated variance of a run's cost per new answer between restarts, its
     degrees of freedom): the pool runs' own rates beyond their counting variance, with the
@@ -140,8 +147,7 @@ def one_reading(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray, kin
     pool = list(range(codes.shape[0] - 1))
     if len(pool) < LEAST_RUNS:
         return None
-    per_run = [new_costs(r, [o for o in pool if o != r], codes, wrong, collapsed, kind)
-               for r in pool]
+    per_run = each_against_the_rest(pool, codes, wrong, collapsed, kind)
     every = np.concatenate(per_run)
     if every.size < LEAST_NEW:
         return None

@@ -32,7 +32,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from kveval.judge.detect import spread_loss
-from kveval.judge.novel import KINDS, LEAST_NEW, LEAST_RUNS, LEAST_VARIANCE, new_costs
+from kveval.judge.novel import (
+    KINDS,
+    LEAST_NEW,
+    LEAST_RUNS,
+    LEAST_VARIANCE,
+    each_against_the_rest,
+    rate_spread,
+)
 from kveval.judge.spread import PRIORS, Spread
 
 
@@ -121,17 +128,11 @@ def of_pilot(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
     runs = codes.shape[0]
     if runs < LEAST_RUNS or not codes.shape[1]:
         return None
-    every_run = range(runs)
-    per_run = [new_costs(r, [o for o in every_run if o != r], codes, wrong, collapsed)
-               for r in every_run]
+    per_run = each_against_the_rest(list(range(runs)), codes, wrong, collapsed)
     every = np.concatenate(per_run)
     if not every.size:
         return None
     rate = float(every.mean())
     variance = max(float(every.var()), LEAST_VARIANCE)
-    rates = [float(c.mean()) if c.size else rate for c in per_run]
-    counting = float(np.mean([variance / max(c.size, 1) for c in per_run]))
-    prior = PRIORS["novel"]
-    sample = max(float(np.var(rates, ddof=1)) - counting, 0.0)
-    between = (prior.df * prior.spread ** 2 + (runs - 1) * sample) / (prior.df + runs - 1)
+    between, _ = rate_spread(per_run, rate, variance)
     return NovelPilot(every.size / runs / codes.shape[1], rate, variance, between, runs)
