@@ -68,15 +68,16 @@ class AccuracyModel:
     restarts: Restarts
     novel: NovelPilot | None = None
 
-    def _by_cost(self, n: int, runs: int) -> bool:
-        return self.novel is not None and self.novel.applies(n, runs)
+    def _by_cost(self, n: int, runs: int) -> NovelPilot | None:
+        """The cost test's model where the gate judges n items and these runs by it."""
+        return self.novel if self.novel is not None and self.novel.applies(n, runs) else None
 
     def loss(self, n: int, runs: int, level: float, ceiling: float,
              power: float) -> float | None:
         """The smallest loss (a fraction, at most `ceiling`) caught with this power at n
         items and this many noise runs; None when none is."""
-        if self.novel is not None and self._by_cost(n, runs):
-            return self.novel.loss(n, runs, level, power, ceiling)
+        if (cost := self._by_cost(n, runs)) is not None:
+            return cost.loss(n, runs, level, power, ceiling)
         exact = detectable_loss(n, self.flip_rate, level, ceiling, power) if n else None
         if exact is None:
             return None
@@ -85,7 +86,7 @@ class AccuracyModel:
 
     def short(self, n: int, runs: int, level: float, loss: float, power: float) -> bool:
         """Whether n items miss this loss (`loss` read as the power at it)."""
-        if self.novel is not None and self._by_cost(n, runs):
-            return not self.novel.catches(n, runs, loss, level, power)
+        if (cost := self._by_cost(n, runs)) is not None:
+            return not cost.catches(n, runs, loss, level, power)
         return self.restarts.loss(n, runs, level, power) > loss or \
             mcnemar_power(n, self.flip_rate, loss, level) < power

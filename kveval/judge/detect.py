@@ -41,7 +41,7 @@ from kveval.judge.checks import Levels
 from kveval.judge.floor import CountTest, logit_share
 from kveval.judge.kl_test import KlTest
 from kveval.judge.novel import NovelCost
-from kveval.judge.power import POWER, smallest_size
+from kveval.judge.power import POWER, smallest_reaching, smallest_size
 from kveval.judge.spread import Spread, reference_df, scale
 from kveval.judge.stats import PairedTable
 
@@ -88,13 +88,8 @@ def detectable_loss(n: int, flip_rate: float, level: float, ceiling: float = 1.0
                     power: float = POWER) -> float | None:
     """The smallest loss (a fraction) caught with this power; None when even a loss of
     `ceiling` (the baseline's accuracy: all it could lose) is not."""
-    if mcnemar_power(n, flip_rate, ceiling, level) < power:
-        return None
-    low, high = 0.0, ceiling
-    for _ in range(40):
-        mid = (low + high) / 2
-        low, high = (mid, high) if mcnemar_power(n, flip_rate, mid, level) < power else (low, mid)
-    return high
+    return smallest_reaching(lambda loss: mcnemar_power(n, flip_rate, loss, level) < power,
+                             ceiling)
 
 
 def items_for_loss(loss: float, flip_rate: float, level: float, power: float = POWER,
@@ -150,14 +145,8 @@ def detectable_extra(floor: CountFloor, level: float, power: float = POWER) -> f
     if needed > floor.items:
         return None
     mean = float(np.mean(floor.pool))
-    low, high = 0.0, float(floor.items)
-    if poisson.sf(math.ceil(needed) - 1, mean + high) < power:
-        return None
-    for _ in range(40):
-        mid = (low + high) / 2
-        low, high = (mid, high) if poisson.sf(math.ceil(needed) - 1, mean + mid) < power \
-            else (low, mid)
-    return high
+    return smallest_reaching(
+        lambda extra: poisson.sf(math.ceil(needed) - 1, mean + extra) < power, float(floor.items))
 
 
 def detectable_shift(test: KlTest, level: float, power: float = POWER) -> float | None:

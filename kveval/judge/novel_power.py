@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from kveval.judge.novel import (
     each_against_the_rest,
     rate_spread,
 )
+from kveval.judge.power import smallest_reaching
 from kveval.judge.spread import PRIORS, Spread
 
 
@@ -54,7 +56,7 @@ class NovelPilot:
     # pilot's own moderated by the prior (a few runs' sample variance alone is mostly noise)
     runs: int  # the pilot's runs of the setup
 
-    @property
+    @cached_property
     def departs(self) -> float:
         """p: how often a run departs from the setup's answer to an item, read from the
         share: a departure is new where the other runs hold a majority for the setup's answer
@@ -103,14 +105,8 @@ class NovelPilot:
              ceiling: float = 1.0) -> float | None:
         """The smallest loss (a fraction) caught with this power; None when even `ceiling`
         is not."""
-        if not self.catches(n, noise_runs, ceiling, level, power):
-            return None
-        low, high = 0.0, ceiling
-        for _ in range(40):
-            mid = (low + high) / 2
-            low, high = (mid, high) if not self.catches(n, noise_runs, mid, level, power) \
-                else (low, mid)
-        return high
+        return smallest_reaching(
+            lambda loss: not self.catches(n, noise_runs, loss, level, power), ceiling)
 
 
 def _new_share(departs: float, others: int) -> float:

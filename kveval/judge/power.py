@@ -43,6 +43,19 @@ def smallest_size(short: Callable[[int], bool], start: int = 1,
     return high
 
 
+def smallest_reaching(short: Callable[[float], bool], high: float, steps: int = 40,
+                      ) -> float | None:
+    """The smallest x in (0, high] that is not `short` (monotone: true below some x, false
+    from it on), by `steps` bisections; None where `high` itself is short."""
+    if short(high):
+        return None
+    low = 0.0
+    for _ in range(steps):
+        mid = (low + high) / 2
+        low, high = (mid, high) if short(mid) else (low, mid)
+    return high
+
+
 def zero_flip_items(margin_points: float) -> int | None:
     """The fewest items whose best case rules out a loss larger than the margin; None past
     LARGEST_N (a margin of 0 needs infinitely many)."""
