@@ -156,3 +156,46 @@ def test_a_restart_among_restarts_passes_every_length():
     lengths = [c for c in report.checks if c.task == "needle" and c.kind == "length"]
     assert len(lengths) == 4 and not any(c.alarmed for c in lengths)
     assert report.verdict == "pass"
+
+
+@pytest.mark.parametrize("correlation", [0.0, 0.3, 0.7, 0.95])
+def test_the_smaller_of_two_correlated_readings_is_held_to_its_level(correlation):
+    """Two one-sided readings, jointly normal with this correlation under the null: the
+    smaller p falls below the level each reading is held to in `level` of draws (what
+    doubling would spend at no correlation), between level / 2 and level."""
+    from scipy.stats import norm
+
+    from kveval.judge.novel import either_p, reading_level
+
+    level = 0.01
+    each = reading_level(level, correlation)
+    assert level / 2 <= each <= level
+    assert either_p(each, correlation) == pytest.approx(level, rel=1e-6)
+    rng = np.random.default_rng(7)
+    shared = rng.standard_normal(400_000)
+    own = rng.standard_normal((2, 400_000))
+    z = np.sqrt(correlation) * shared + np.sqrt(1 - correlation) * own
+    smaller = norm.sf(z).min(axis=0)
+    assert np.mean(smaller <= each) == pytest.approx(level, abs=0.0006)
+
+
+def test_the_smaller_p_lies_between_itself_and_its_double():
+    from kveval.judge.novel import either_p
+
+    for p in (1e-6, 0.003, 0.2, 0.7):
+        values = [either_p(p, r) for r in (0.0, 0.5, 0.9, 0.999)]
+        assert values[0] == pytest.approx(min(1.0, 2 * p - p * p), rel=1e-6)
+        assert values == sorted(values, reverse=True)
+        assert all(p <= v <= min(1.0, 2 * p) for v in values)
+    assert either_p(0.0, 0.5) == 0.0 and either_p(1.0, 0.5) == 1.0
+
+
+def test_the_gates_two_readings_share_their_new_answers():
+    """On a gate's runs both readings are read: the p taken lies between the smaller raw p and
+    its double, the readings correlated (the new answers are a share of the changed ones)."""
+    report, check = accuracy(runs([40, 40, 40, 40], 3, lost=20))
+    novel = report.examined.pooled("gsm8k").novel
+    assert novel is not None and novel.readings == 2
+    assert 0.0 < novel.correlation < 1.0
+    assert novel.raw_p < novel.p_value < 2 * novel.raw_p
+    assert check.p_value == pytest.approx(novel.p_value)

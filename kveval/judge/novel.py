@@ -24,12 +24,16 @@ gives, beside what a restart's new answers cost.
   declared prior (judge/spread.py PRIORS["novel"]); one-sided, Student's t with Satterthwaite's
   degrees of freedom.
 
-Two readings, the smaller p taken and doubled (Bonferroni): the candidate's *new* answers,
-the sharper where a restart's changes land on alternatives the setup has seen; and all its
-*changed* answers (every answer other than the setup's, seen or not), which also sees a loss
-that lands on a wrong answer some restart once gave (a multiple-choice letter, a fragile
-item's one wrong number), where the new answers would call it explained. Both condition on
-the changes, so a restart that changes three times as much at a restart's cost passes both.
+Two readings, the smaller p taken: the candidate's *new* answers, the sharper where a
+restart's changes land on alternatives the setup has seen; and all its *changed* answers
+(every answer other than the setup's, seen or not), which also sees a loss that lands on a
+wrong answer some restart once gave (a multiple-choice letter, a fragile item's one wrong
+number), where the new answers would call it explained. Both condition on the changes, so a
+restart that changes three times as much at a restart's cost passes both. The smaller p is
+adjusted for having been the smaller of two (`either_p`): the new answers are a share of the
+changed ones, so the two gaps move together; their statistics are taken as jointly normal with
+the correlation that share gives (`correlation`), 2p at none and p at full, where doubling
+(Bonferroni) would spend the level as if they were unrelated.
 
 It needs three runs of the setup (two noise runs): with fewer there is no majority to read a
 restart's new answers against; and LEAST_NEW new answers in the pool's runs, so that a small
@@ -45,13 +49,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from kveval.judge.harm import usual_answer
-from kveval.judge.spread import PRIORS, Spread, prediction_bound, prediction_p
+from kveval.judge.spread import PRIORS, Spread, prediction_bound, prediction_p, scale
 
 LEAST_RUNS = 3  # runs of the baseline's setup this test needs
 LEAST_NEW = 30  # new answers of the pool's runs it needs to read a restart's cost from
 KINDS = ("new", "changed")  # the candidate's answers no run gave; all it gives other than
 # the setup's
 LEAST_VARIANCE = 0.1  # a new answer's cost variance is never taken below this
+MAX_CORRELATION = 0.999  # of the two readings' statistics (1: one reading twice)
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,8 @@ class NovelCost:
     rate: float  # h: the pool's net cost per new answer
     spread: Spread  # of a run's cost per new answer between restarts; extra: the counting part
     kind: str = "new"  # which reading (KINDS)
-    readings: int = 1  # how many readings were taken (Bonferroni)
+    readings: int = 1  # how many readings were taken: the p is the smaller of that many
+    correlation: float = 0.0  # of the two readings' statistics under the null (`correlation`)
 
     @property
     def excess(self) -> float:
@@ -82,14 +88,18 @@ class NovelCost:
 
     @property
     def p_value(self) -> float:
-        return min(1.0, self.readings * self.raw_p)
+        return either_p(self.raw_p, self.correlation) if self.readings > 1 else self.raw_p
+
+    def per_reading(self, level: float) -> float:
+        """The level the reading taken is held to, so that the test is at `level`."""
+        return reading_level(level, self.correlation) if self.readings > 1 else level
 
     def threshold(self, candidate_wrong: int, level: float) -> float:
         """The wrong count at which the candidate's excess reaches this level: its own count
         less how far its cost per new answer lies beyond the bound, in answers."""
         if not self.answers:
             return math.inf
-        bound = prediction_bound(self.gap, self.spread, level / self.readings)
+        bound = prediction_bound(self.gap, self.spread, self.per_reading(level))
         return candidate_wrong - bound * self.answers
 
     def loss_per_point(self) -> float:
@@ -132,13 +142,59 @@ def novel_cost(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
                ) -> NovelCost | None:
     """The test, from runs x items of answer codes, wrong answers and answers cut short or
     empty: the pool's runs (the baseline first) then the candidate last. Of the two readings
-    (KINDS) the one with the smaller p, Bonferroni-adjusted for both. None where the pool has
-    fewer than LEAST_RUNS runs or fewer than LEAST_NEW answers to read a restart's cost from
-    (a small task: the normal reference would not hold)."""
-    found = [t for kind in KINDS if (t := one_reading(codes, wrong, collapsed, kind))]
+    (KINDS) the one with the smaller p, its p adjusted for being the smaller (`either_p`).
+    None where the pool has fewer than LEAST_RUNS runs or fewer than LEAST_NEW answers to
+    read a restart's cost from (a small task: the normal reference would not hold)."""
+    found = {kind: t for kind in KINDS if (t := one_reading(codes, wrong, collapsed, kind))}
     if not found:
         return None
-    return replace(min(found, key=lambda t: t.raw_p), readings=len(found))
+    best = min(found.values(), key=lambda t: t.raw_p)
+    if len(found) < len(KINDS):
+        return best
+    return replace(best, readings=len(found),
+                   correlation=correlation(found["new"], found["changed"]))
+
+
+def correlation(new: NovelCost, changed: NovelCost) -> float:
+    """Of the two readings' gaps under the null. The candidate's new answers are a share
+    (N_new / N_changed) of its changed ones, and each pool run's of its own, so the two gaps
+    share the new answers' counting variance, v (1 / N_changed + 1 / N_pool,changed), and
+    that share of the new answers' spread between restarts: what the two would share if the
+    new and the other changed answers moved between restarts independently. Where a restart
+    moves the cost of all its changed answers alike the readings agree more, and the p
+    taken is larger than it need be."""
+    share = min(new.answers / max(changed.answers, 1), 1.0)
+    between = new.spread.variance * (1 + 1 / max(new.spread.runs, 1))
+    counting = new.spread.floor * (1 / max(changed.answers, 1) +
+                                   1 / max(changed.pool_answers, 1))
+    both = scale(new.spread) * scale(changed.spread)
+    return min(max((share * between + counting) / both, 0.0), MAX_CORRELATION) \
+        if both > 0 else 0.0
+
+
+def either_p(p: float, correlation: float) -> float:
+    """The chance under the null that the smaller of two one-sided p-values is at most p,
+    their statistics jointly normal with this correlation: 2p less the chance that both lie
+    that far out (p squared at no correlation)."""
+    from scipy.stats import multivariate_normal, norm
+
+    if p <= 0.0 or p >= 1.0:
+        return min(max(p, 0.0), 1.0)
+    r = min(max(correlation, 0.0), MAX_CORRELATION)
+    z = float(norm.isf(p))
+    both = float(multivariate_normal.cdf([-z, -z], mean=[0.0, 0.0], cov=[[1.0, r], [r, 1.0]]))
+    return min(1.0, max(2 * p - both, p))
+
+
+def reading_level(level: float, correlation: float) -> float:
+    """The level one reading is held to so that the smaller of the two is at `level`:
+    between level / 2 (no correlation) and level (full)."""
+    from scipy.optimize import brentq
+
+    if level <= 0.0 or level >= 1.0:
+        return level
+    return float(brentq(lambda p: either_p(p, correlation) - level, level / 2, level,
+                        xtol=level * 1e-9))
 
 
 def one_reading(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray, kind: str,

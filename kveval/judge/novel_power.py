@@ -18,8 +18,10 @@ costing 1 where a restart's cost h. At n items and k noise runs the gate's candi
 N = (a_c + d) n new answers whose cost per answer lies d (1 - h) / (a_c + d) above the
 pool's, against the scale of the moderated spread (k + 1 pool runs, the prior's df + k) with
 the counting variance v / N + v / N_pool, N_pool = (k + 1) a_k n. The test reaches its level (split
-between its two readings, Bonferroni) with probability `power` once that gap is the t
-quantile plus the normal quantile at `power` times the scale (judge/detect.py spread_loss).
+between its two readings as if they were unrelated, Bonferroni: the gate's correlated split,
+judge/novel.py reading_level, holds a reading to a level at least that high, so a plan errs
+long) with probability `power` once that gap is the t quantile plus the normal quantile at
+`power` times the scale (judge/detect.py spread_loss).
 Where the pool would hold fewer than LEAST_NEW new answers the gate judges by the pool test,
 and the plan models that test instead (judge/plan.py).
 """

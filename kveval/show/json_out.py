@@ -128,7 +128,8 @@ def novel_json(t: CountTest) -> dict[str, Any] | None:
     n = t.novel
     if n is None:
         return None
-    return {"reading": n.kind, "readings": n.readings, "answers": n.answers,
+    return {"reading": n.kind, "readings": n.readings,
+            "readings_correlation": n.correlation, "answers": n.answers,
             "net_cost": n.cost, "pool_answers": n.pool_answers,
             "pool_cost_per_answer": n.rate, "excess": n.excess}
 

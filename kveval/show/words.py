@@ -149,7 +149,7 @@ def novel_text(t: CountTest, candidate: str) -> str:
     return (f"{candidate} gave {n.answers} {what}, which turned {n.cost:g} right answers "
             f"wrong net ({each:.2f} each), where the setup's runs' {n.pool_answers} such "
             f"answers turned {n.rate:.2f} each (the sharper of two readings, new answers and "
-            f"every changed one, its p doubled); ")
+            f"every changed one, its p adjusted for the two, correlated {n.correlation:.2f}); ")
 
 
 def worst_sentence(w: WorstCase, candidate: str, margin: float | None = None,
