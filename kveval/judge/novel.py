@@ -162,7 +162,8 @@ def correlation(new: NovelCost, changed: NovelCost) -> float:
     that share of the new answers' spread between restarts: what the two would share if the
     new and the other changed answers moved between restarts independently. Where a restart
     moves the cost of all its changed answers alike the readings agree more, and the p
-    taken is larger than it need be."""
+    taken is larger than it need be; only costs that moved against each other between
+    restarts would make it smaller."""
     share = min(new.answers / max(changed.answers, 1), 1.0)
     between = new.spread.variance * (1 + 1 / max(new.spread.runs, 1))
     counting = new.spread.floor * (1 / max(changed.answers, 1) +
@@ -172,28 +173,28 @@ def correlation(new: NovelCost, changed: NovelCost) -> float:
         if both > 0 else 0.0
 
 
-def either_p(p: float, correlation: float) -> float:
+def either_p(p: float, rho: float) -> float:
     """The chance under the null that the smaller of two one-sided p-values is at most p,
-    their statistics jointly normal with this correlation: 2p less the chance that both lie
+    their statistics jointly normal with correlation rho: 2p less the chance that both lie
     that far out (p squared at no correlation)."""
     from scipy.stats import multivariate_normal, norm
 
     if p <= 0.0 or p >= 1.0:
         return min(max(p, 0.0), 1.0)
-    r = min(max(correlation, 0.0), MAX_CORRELATION)
+    r = min(max(rho, 0.0), MAX_CORRELATION) if math.isfinite(rho) else 0.0
     z = float(norm.isf(p))
     both = float(multivariate_normal.cdf([-z, -z], mean=[0.0, 0.0], cov=[[1.0, r], [r, 1.0]]))
     return min(1.0, max(2 * p - both, p))
 
 
-def reading_level(level: float, correlation: float) -> float:
+def reading_level(level: float, rho: float) -> float:
     """The level one reading is held to so that the smaller of the two is at `level`:
     between level / 2 (no correlation) and level (full)."""
     from scipy.optimize import brentq
 
     if level <= 0.0 or level >= 1.0:
         return level
-    return float(brentq(lambda p: either_p(p, correlation) - level, level / 2, level,
+    return float(brentq(lambda p: either_p(p, rho) - level, level / 2, level,
                         xtol=level * 1e-9))
 
 

@@ -129,7 +129,7 @@ def novel_json(t: CountTest) -> dict[str, Any] | None:
     if n is None:
         return None
     return {"reading": n.kind, "readings": n.readings,
-            "readings_correlation": n.correlation, "answers": n.answers,
+            "readings_correlation": n.correlation if n.readings > 1 else None, "answers": n.answers,
             "net_cost": n.cost, "pool_answers": n.pool_answers,
             "pool_cost_per_answer": n.rate, "excess": n.excess}
 

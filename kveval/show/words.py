@@ -146,10 +146,12 @@ def novel_text(t: CountTest, candidate: str) -> str:
     each = n.cost / n.answers if n.answers else 0.0
     what = ("answers no run of the setup gave" if n.kind == "new"
             else "answers other than the setup's")
+    which = (f"the sharper of two readings, new answers and every changed one, its p "
+             f"adjusted for the two, correlated {n.correlation:.2f}" if n.readings > 1
+             else "the one reading the pool allows")
     return (f"{candidate} gave {n.answers} {what}, which turned {n.cost:g} right answers "
             f"wrong net ({each:.2f} each), where the setup's runs' {n.pool_answers} such "
-            f"answers turned {n.rate:.2f} each (the sharper of two readings, new answers and "
-            f"every changed one, its p adjusted for the two, correlated {n.correlation:.2f}); ")
+            f"answers turned {n.rate:.2f} each ({which}); ")
 
 
 def worst_sentence(w: WorstCase, candidate: str, margin: float | None = None,
