@@ -40,6 +40,8 @@ BENCH_LIMIT ?= 8
 # pip writes no .pyc files as it installs (half its install time on 2 cores, most of them for
 # modules kveval never imports); install-local compiles them all at once, in parallel.
 PIP_INSTALL := $(BIN)/pip install --no-compile
+# every installed module not yet compiled to bytecode, compiled (in parallel)
+BYTECODE := $(BIN)/python -m compileall -q -j 0 $(VENV)/lib kveval >/dev/null
 
 .PHONY: venv install install-local test lint demo bench llama-server fuzz FORCE
 
@@ -54,7 +56,7 @@ install: $(VENV)/.installed-dev
 # the dev tools (pytest, ruff, mypy, hypothesis), and bytecode for every module not yet compiled
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP_INSTALL) -e '.[dev]'
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib kveval >/dev/null
+	$(BYTECODE)
 	touch $@
 
 # The engine's llama.cpp libraries compile (about 2 minutes of 2 cores) while pip installs
@@ -94,7 +96,7 @@ $(VENV)/.installed-local: $(VENV)/.installed-deps $(LLAMA_LIBS)
 	rm -rf $(LLAMA_PY_SRC)/llama_cpp/lib && mkdir -p $(LLAMA_PY_SRC)/llama_cpp/lib
 	cp -L $(foreach lib,$(ENGINE_LIBS),$(LLAMA_BIN)/lib$(lib).so*) $(LLAMA_PY_SRC)/llama_cpp/lib/
 	CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" $(PIP_INSTALL) --no-deps './$(LLAMA_PY_SRC)'
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib kveval >/dev/null
+	$(BYTECODE)
 	touch $@
 
 # every test runs: the embedded engine's and the real llama-server's, and those that read the
