@@ -168,9 +168,8 @@ def correlation(new: NovelCost, changed: NovelCost) -> float:
     between = new.spread.variance * (1 + 1 / max(new.spread.runs, 1))
     counting = new.spread.floor * (1 / max(changed.answers, 1) +
                                    1 / max(changed.pool_answers, 1))
-    both = scale(new.spread) * scale(changed.spread)
-    return min(max((share * between + counting) / both, 0.0), MAX_CORRELATION) \
-        if both > 0 else 0.0
+    both = scale(new.spread) * scale(changed.spread)  # > 0: v is at least LEAST_VARIANCE
+    return min(max((share * between + counting) / both, 0.0), MAX_CORRELATION)
 
 
 def either_p(p: float, rho: float) -> float:
