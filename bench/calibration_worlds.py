@@ -17,7 +17,9 @@ What a GPU server does, each a switch of `World`:
   follows the run effect; bad batches: with p = `burst` a run cuts half of 32 consecutive
   items of its sending order, across tasks (or empties them);
 - correlated restarts (`correlated`): the noise runs share part of their run effect
-  (restarts back to back), the baseline and candidate do not.
+  (restarts back to back), the baseline and candidate do not;
+- items that never move are more often right (`stable_right`: easy items are both), so a
+  departure from an item every run answers alike costs more than one from a fragile item.
 
 The candidate is one more draw of the baseline's setup, with the scenario's change on top.
 Runs are `Side`s built from `ItemRecord`s, judged by kveval's own `gate()`.
@@ -66,6 +68,7 @@ class World:
     shared_alternative: float = 0.7  # a departure's chance of the item's one shared alternative
     burst: float = 0.15  # a run's chance of one bad batch
     correlated: float = 0.0  # the share of their run effect the noise runs have in common
+    stable_right: float = 0.0  # how far an item's accuracy rises as its fragility falls
     gsm8k_n: int = 500
 
 
@@ -111,7 +114,7 @@ def simulate_task(t: TaskModel, world: World, effect: np.ndarray,
     pi = _fragility(t.change, world.fragility, n, rng)
     depart = rng.random((runs, n)) < expit(logit(pi)[None, :] + effect[:, None])
     acc = t.accuracy if t.accuracy is not None else 0.5
-    item_acc = rng.beta(8 * acc, 8 * (1 - acc), n)
+    item_acc = _stable_right(rng.beta(8 * acc, 8 * (1 - acc), n), pi, world.stable_right)
     usual = rng.random(n) < item_acc
     right = np.where(usual, 0.55, 0.25) if world.biased else item_acc
     shared = rng.random((runs, n)) < world.shared_alternative
@@ -124,6 +127,16 @@ def simulate_task(t: TaskModel, world: World, effect: np.ndarray,
     cut = _overdispersed(t.truncate, effect, world, rng, n)
     empty = ~cut & _overdispersed(t.empty, effect, world, rng, n)
     return TaskRuns(codes, correct, scores, cut, empty)
+
+
+def _stable_right(item_acc: np.ndarray, fragility: np.ndarray, strength: float,
+                  ) -> np.ndarray:
+    """Each item's accuracy shifted on the logit scale by its fragility's rank: up to
+    2 x strength for the sturdiest item, down as far for the most fragile."""
+    if not strength:
+        return item_acc
+    rank = (np.argsort(np.argsort(fragility)) + 0.5) / fragility.size
+    return expit(logit(np.clip(item_acc, 1e-6, 1 - 1e-6)) + 4 * strength * (0.5 - rank))
 
 
 def _overdispersed(rate: float, effect: np.ndarray, world: World, rng: np.random.Generator,

@@ -11,7 +11,8 @@ alternatives, logit-additive run effects, departed answers more often wrong on a
 model, overdispersed truncation following the run effect, and bad batches with p = 0.15 a
 run), `fresh` (a departed answer right with the item's own accuracy, no bad batches: the
 first bench's world), `correlated` (loss-biased, the noise runs sharing half of their run
-effect: restarts back to back). Restarts differ with log-sd 0, 0.25, 0.5 or 1.
+effect: restarts back to back), `stable-right` (loss-biased, items that never move more often
+right: a sturdy item's departure costs more). Restarts differ with log-sd 0, 0.25, 0.5 or 1.
 
 Scenarios: A/A (the candidate is one more restart: the share of rollouts failing any task);
 gsm8k -4 (each right GSM8K answer turned wrong with probability 4 / accuracy points);
@@ -50,6 +51,7 @@ FAMILIES = {
     "loss-biased": World(biased=True, burst=0.15),
     "fresh": World(biased=False, burst=0.0, fragility=1.0, shared_alternative=0.0),
     "correlated": World(biased=True, burst=0.15, correlated=0.5),
+    "stable-right": World(biased=True, burst=0.15, stable_right=1.0),
 }
 SPREADS = (0.0, 0.25, 0.5, 1.0)
 NOISE_RUNS = (0, 1, 2, 3)
@@ -93,15 +95,20 @@ def cells(quick: bool, noise: Sequence[int] = NOISE_RUNS,
             found.append(("fresh", k, s, 500, "gsm8k -4"))
             if k:
                 found.append(("correlated", k, s, 500, "A/A"))
+            if k >= 2:
+                found.append(("stable-right", k, s, 500, "A/A"))
     return found
 
 
-def set_priors(priors: Sequence[tuple[str, float, float]]) -> None:
-    """Another declared prior in each worker, to measure what it would give."""
-    from kveval.judge import spread
+def set_priors(priors: Sequence[tuple[str, float, float]],
+               weights: Sequence[tuple[str, float]] = ()) -> None:
+    """Another declared prior or weight in each worker, to measure what it would give."""
+    from kveval.judge import checks, spread
 
     for kind, value, df in priors:
         spread.PRIORS[kind] = spread.Prior(value, df)
+    for kind, weight in weights:
+        checks.WEIGHTS[kind] = weight
 
 
 def measure(cell: Cell, reps: int, seed: int) -> float:
@@ -112,7 +119,8 @@ def measure(cell: Cell, reps: int, seed: int) -> float:
 
 def column(cell: Cell) -> str:
     family, _, _, n, scenario = cell
-    name = {"loss-biased": "", "fresh": "fresh ", "correlated": "correlated "}[family]
+    name = {"loss-biased": "", "fresh": "fresh ", "correlated": "correlated ",
+            "stable-right": "stable-right "}[family]
     return f"{name}{scenario}" + (" n=1319" if n != 500 else "")
 
 
@@ -172,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--spreads", default="0,0.25,0.5,1", help="log-sds, e.g. 0,1")
     parser.add_argument("--prior", nargs=3, metavar=("KIND", "SPREAD", "DF"), action="append",
                         default=[], help="try another declared prior (judge/spread.py)")
+    parser.add_argument("--weight", nargs=2, metavar=("KIND", "WEIGHT"), action="append",
+                        default=[], help="try another declared weight (judge/checks.py)")
     parser.add_argument("--save", help="write the measured cells to this JSON file")
     parser.add_argument("--load", nargs="*", default=[],
                         help="measure nothing: read cells saved by --save (several join)")
@@ -186,7 +196,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         grid = cells(args.quick, [int(k) for k in args.noise_runs.split(",")],
                      [float(s) for s in args.spreads.split(",")])
         priors = [(kind, float(spread), float(df)) for kind, spread, df in args.prior]
-        with multiprocessing.Pool(args.jobs, initializer=set_priors, initargs=(priors,)) as pool:
+        weights = [(kind, float(weight)) for kind, weight in args.weight]
+        with multiprocessing.Pool(args.jobs, initializer=set_priors,
+                                  initargs=(priors, weights)) as pool:
             found = pool.starmap(measure, [(c, args.reps, args.seed) for c in grid])
         results = dict(zip(grid, found, strict=True))
     if args.save:

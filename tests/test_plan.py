@@ -80,7 +80,8 @@ def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, caps
         gsm8k["summary"]
     prompts = next(t for t in data["tasks"] if t["task"] == "prompts")
     assert prompts["check"] == "drift" and "noise_runs_needed" in prompts
-    grow = [f"kveval run --resume -o {p} --limit {gsm8k['items_needed']}"
+    size = min(gsm8k["items_needed"], gsm8k["items_available"])
+    grow = [f"kveval run --resume -o {p} --limit {size}"
             for p in (pilot["a"], pilot["n"], pilot["c"])]
     assert data["commands"][:3] == grow
     more = data["commands"][3:]  # the noise runs the plan needs beyond the pilot's one

@@ -11,10 +11,14 @@ gives, beside what a restart's new answers cost.
 
 - The setup's answer to an item: the one a strict majority of the pool's runs give (the
   baseline and the noise runs); items without one are left out.
-- A run's new answers: those no other run of the pool gave (for the candidate: no pool run),
-  on items where none of them was cut short or came back empty (those are the truncated and
-  empty checks' to judge). Answers the setup also gave cost what the setup's own answers
-  cost: they are not new, whatever their number.
+- A run's new answers: those to items every other run of the pool answered alike (for the
+  candidate: every pool run), other than that answer, on items where none of them was cut
+  short or came back empty (those are the truncated and empty checks' to judge). A restart's
+  changes land mostly on items the setup already answers in more than one way (a few items
+  move in every run); a loss lands anywhere, mostly on items every restart answers alike, so
+  reading only those keeps most of a loss and leaves out most of a restart's churn. Answers
+  the setup also gave cost what the setup's own answers cost: they are not new, whatever
+  their number.
 - A new answer's cost: 1 where it turned the setup's right answer wrong, -1 where it turned
   a wrong one right, 0 where its score did not change.
 - Under the null hypothesis the candidate is one more restart: its new answers cost, on
@@ -25,10 +29,10 @@ gives, beside what a restart's new answers cost.
   degrees of freedom.
 
 Two readings, the smaller p taken: the candidate's *new* answers, the sharper where a
-restart's changes land on alternatives the setup has seen; and all its *changed* answers
-(every answer other than the setup's, seen or not), which also sees a loss that lands on a
-wrong answer some restart once gave (a multiple-choice letter, a fragile item's one wrong
-number), where the new answers would call it explained. Both condition on the changes, so a
+restart's changes land on items the setup already answers in more than one way; and all its
+*changed* answers (every answer other than the majority's, on any item), which also sees a
+loss on an item a restart once moved (a fragile item, a multiple-choice letter some restart
+once gave), where the new answers would leave it out. Both condition on the changes, so a
 restart that changes three times as much at a restart's cost passes both. The smaller p is
 adjusted for having been the smaller of two (`either_p`): the new answers are a share of the
 changed ones, so the two gaps move together; their statistics are taken as jointly normal with
@@ -109,13 +113,15 @@ class NovelCost:
 
 def new_costs(run: int, others: list[int], codes: np.ndarray, wrong: np.ndarray,
               collapsed: np.ndarray, kind: str = "new") -> np.ndarray:
-    """The costs of one run's new answers (kind "new") or of all its answers other than the
-    setup's (kind "changed"), against the setup's answers among `others`."""
+    """The costs of one run's new answers (kind "new": other than the answer every one of
+    `others` gave) or of all its answers other than the setup's (kind "changed": the
+    majority's of `others`)."""
     usual, holder = usual_answer(codes[others])
     usual_wrong = wrong[others][holder, np.arange(codes.shape[1])]
-    seen = (codes[others] == codes[run]).any(axis=0) if kind == "new" else codes[run] == usual
-    new = (usual >= 0) & ~seen & ~collapsed[[run, *others]].any(axis=0)
-    return (wrong[run].astype(int) - usual_wrong.astype(int))[new]
+    away = (usual >= 0) & (codes[run] != usual) & ~collapsed[[run, *others]].any(axis=0)
+    if kind == "new":
+        away &= (codes[others] == usual).all(axis=0)
+    return (wrong[run].astype(int) - usual_wrong.astype(int))[away]
 
 
 def each_against_the_rest(runs: list[int], codes: np.ndarray, wrong: np.ndarray,

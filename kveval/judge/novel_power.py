@@ -8,16 +8,17 @@ beyond counting (s2, the pilot's own moderated by the declared prior PRIORS["nov
 gate's pool of k + 1 runs then reads it with the prior again, as the gate does).
 
 How many of a run's answers are new depends on how many runs it is read against: an answer
-is new where the others hold a majority for the setup's answer. The pilot's share gives how
+is new where the others all gave the setup's answer. The pilot's share gives how
 often a run departs (p, departures taken as independent and each its own answer), and p the
 shares at k noise runs: a pool run's a_k against the k other pool runs, the candidate's a_c
 against all k + 1.
 
-A loss of d (a share of the items) turns d n right answers wrong: d n more new answers, each
-costing 1 where a restart's cost h. At n items and k noise runs the gate's candidate then has
-N = (a_c + d) n new answers whose cost per answer lies d (1 - h) / (a_c + d) above the
-pool's, against the scale of the moderated spread (k + 1 pool runs, the prior's df + k) with
-the counting variance v / N + v / N_pool, N_pool = (k + 1) a_k n. The test reaches its level (split
+A loss of d (a share of the items) turns d n right answers wrong: d u n more new answers (u =
+(1 - p)^(k + 1): the items every pool run answered alike), each costing 1 where a restart's
+cost h. At n items and k noise runs the gate's candidate then has N = (a_c + d u) n new
+answers whose cost per answer lies d u (1 - h) / (a_c + d u) above the pool's, against the
+scale of the moderated spread (k + 1 pool runs, the prior's df + k) with the counting
+variance v / N + v / N_pool, N_pool = (k + 1) a_k n. The test reaches its level (split
 between its two readings as if they were unrelated, Bonferroni: the gate's correlated split,
 judge/novel.py reading_level, holds a reading to a level at least that high, so a plan errs
 long) with probability `power` once that gap is the t quantile plus the normal quantile at
@@ -28,7 +29,6 @@ and the plan models that test instead (judge/plan.py).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -61,9 +61,9 @@ class NovelPilot:
     @cached_property
     def departs(self) -> float:
         """p: how often a run departs from the setup's answer to an item, read from the
-        share: a departure is new where the other runs hold a majority for the setup's answer
-        (departures taken as independent and each its own)."""
-        low, high = 0.0, 0.5
+        share: a departure is new where every other run gave the setup's answer (departures
+        taken as independent and each its own; the share is largest at p = 1 / runs)."""
+        low, high = 0.0, 1 / self.runs
         for _ in range(40):
             mid = (low + high) / 2
             low, high = (mid, high) if _new_share(mid, self.runs - 1) < self.share \
@@ -81,13 +81,18 @@ class NovelPilot:
         pool = noise_runs + 1
         return pool >= LEAST_RUNS and pool * self.shares(noise_runs)[0] * n >= LEAST_NEW
 
+    def seen_loss(self, noise_runs: int, loss: float) -> float:
+        """The share of the items a loss turns into new answers: those every pool run
+        answered alike."""
+        return loss * (1 - self.departs) ** (noise_runs + 1)
+
     def spread(self, n: int, noise_runs: int, loss: float) -> Spread:
         """The spread the gate's test would read, with a candidate that loses `loss`."""
         prior = PRIORS["novel"]
         moderated = (prior.df * prior.spread ** 2 + noise_runs * self.between) / \
             (prior.df + noise_runs)
         own, theirs = self.shares(noise_runs)
-        answers = max((theirs + loss) * n, 1.0)
+        answers = max((theirs + self.seen_loss(noise_runs, loss)) * n, 1.0)
         pool = max((noise_runs + 1) * own * n, 1.0)
         counting = self.variance / answers + self.variance / pool
         return Spread(moderated, prior.df + noise_runs, noise_runs + 1, True, self.variance,
@@ -95,8 +100,9 @@ class NovelPilot:
 
     def gap(self, noise_runs: int, loss: float) -> float:
         """The candidate's cost per new answer beyond the pool's, at this loss."""
-        answers = self.shares(noise_runs)[1] + loss
-        return loss * (1 - self.rate) / answers if answers > 0 else 0.0
+        lost = self.seen_loss(noise_runs, loss)
+        answers = self.shares(noise_runs)[1] + lost
+        return lost * (1 - self.rate) / answers if answers > 0 else 0.0
 
     def catches(self, n: int, noise_runs: int, loss: float, level: float,
                 power: float) -> bool:
@@ -112,11 +118,9 @@ class NovelPilot:
 
 
 def _new_share(departs: float, others: int) -> float:
-    """A run's new answers per item against `others` runs: it departs, and fewer than half
-    of them do."""
-    from scipy.stats import binom
-
-    return departs * float(binom.cdf(math.ceil(others / 2) - 1, others, departs))
+    """A run's new answers per item against `others` runs: it departs, and none of them
+    does."""
+    return departs * (1 - departs) ** others
 
 
 def of_pilot(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
