@@ -199,3 +199,22 @@ def test_the_gates_two_readings_share_their_new_answers():
     assert 0.0 < novel.correlation < 1.0
     assert novel.raw_p < novel.p_value < 2 * novel.raw_p
     assert check.p_value == pytest.approx(novel.p_value)
+
+
+def test_new_answers_are_read_on_items_every_run_of_the_setup_answered_alike():
+    """A restart's churn lands on the items the setup already answers in more than one way;
+    the candidate's answers there are every changed answer's to read, not the new answers'.
+    A loss on items every run answered alike is read there whole."""
+    codes = np.zeros((4, 300), dtype=int)
+    wrong = np.zeros((4, 300), dtype=bool)
+    for r in range(3):
+        codes[r, 20 * r:20 * r + 20] = r + 1  # each pool run's 20 answers of its own
+    codes[3, 0:40], wrong[3, 0:40] = 9, True  # the candidate's answers where a pool run moved
+    collapsed = np.zeros((4, 300), dtype=bool)
+    new = one_reading(codes, wrong, collapsed, "new")
+    changed = one_reading(codes, wrong, collapsed, "changed")
+    assert new is not None and new.answers == 0
+    assert changed is not None and changed.answers == 40 and changed.cost == 40
+    codes[3, 100:140], wrong[3, 100:140] = 9, True  # 40 more lost where every run agreed
+    new = one_reading(codes, wrong, collapsed, "new")
+    assert new is not None and new.answers == 40 and new.cost == 40 and new.raw_p < 1e-6
