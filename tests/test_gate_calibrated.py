@@ -54,14 +54,14 @@ def test_a_three_point_loss_on_1319_questions_fails():
 
 
 def test_the_printed_adjustment_names_the_verdict_checks_weight(tmp_path, capsys):
-    """45 of 50 right against 35 with 10 cut short: accuracy weighs 6, truncated 1.5."""
+    """45 of 50 right against 35 with 10 cut short: accuracy weighs 6, truncated 3."""
     base = write(tmp_path / "a.jsonl", header("a"), answers("gsm8k", 50, wrong=set(range(5))))
     cand = write(tmp_path / "b.jsonl", header("b", fingerprint=fingerprint("fp8")),
                  answers("gsm8k", 50, wrong=set(range(15)), cut=set(range(40, 50))))
     code, out, _ = kveval(capsys, "gate", "--baseline", base, "--candidate", cand)
     assert code == 1 and "gate: REGRESSION in gsm8k (accuracy, truncated)" in out
     assert "Holm-adjusted over 2 checks, weight 6, p = " in out  # accuracy's line
-    assert "Holm-adjusted over 2 checks, weight 1.5, p = " in out  # truncated's
+    assert "Holm-adjusted over 2 checks, weight 3, p = " in out  # truncated's
 
 
 @pytest.mark.parametrize("noise_runs", [1, 2, 3])
