@@ -218,3 +218,7 @@ def test_new_answers_are_read_on_items_every_run_of_the_setup_answered_alike():
     codes[3, 100:140], wrong[3, 100:140] = 9, True  # 40 more lost where every run agreed
     new = one_reading(codes, wrong, collapsed, "new")
     assert new is not None and new.answers == 40 and new.cost == 40 and new.raw_p < 1e-6
+    # a lost answer is read on the 240 of 300 right answers no pool run moved: what the
+    # verdict says it could have seen counts that share, not every lost answer
+    assert new.reach == pytest.approx(240 / 300)
+    assert new.loss_per_point() == pytest.approx(0.8 * (1 - new.rate))

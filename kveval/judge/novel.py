@@ -75,6 +75,7 @@ class NovelCost:
     kind: str = "new"  # which reading (KINDS)
     readings: int = 1  # how many readings were taken: the p is the smaller of that many
     correlation: float = 0.0  # of the two readings' statistics under the null (`correlation`)
+    reach: float = 1.0  # the share of the setup's right answers a lost one is read on
 
     @property
     def excess(self) -> float:
@@ -107,8 +108,9 @@ class NovelCost:
         return candidate_wrong - bound * self.answers
 
     def loss_per_point(self) -> float:
-        """How much of one more answer lost shows as excess: it is a new answer costing 1."""
-        return max(1.0 - self.rate, 0.05)
+        """How much of one more answer lost shows as excess: where it is read (`reach`), a new
+        answer costing 1."""
+        return max(self.reach * (1.0 - self.rate), 0.05)
 
 
 def new_costs(run: int, others: list[int], codes: np.ndarray, wrong: np.ndarray,
@@ -214,10 +216,23 @@ def one_reading(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray, kin
     if every.size < LEAST_NEW:
         return None
     own = new_costs(len(pool), pool, codes, wrong, collapsed, kind)
+    reach = reach_of(codes[pool], wrong[pool], collapsed[pool], kind)
     rate = float(every.mean())
     variance = max(float(every.var()), LEAST_VARIANCE)
     between, df = rate_spread(per_run, rate, variance)
     n = max(own.size, 1)
     counting = variance / n + variance / every.size
     spread = Spread(between, float(df), len(pool), True, variance, extra=counting)
-    return NovelCost(int(own.size), float(own.sum()), int(every.size), rate, spread, kind)
+    return NovelCost(int(own.size), float(own.sum()), int(every.size), rate, spread, kind,
+                     reach=reach)
+
+
+def reach_of(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray, kind: str) -> float:
+    """The share of the setup's right answers (runs x items of the pool) on which a lost one
+    would be read: every one (kind "changed"), or those to items every run answered alike."""
+    usual, holder = usual_answer(codes)
+    right = (usual >= 0) & ~wrong[holder, np.arange(codes.shape[1])] & ~collapsed.any(axis=0)
+    if kind == "new":
+        read = right & (codes == usual).all(axis=0)
+        return float(read.sum() / right.sum()) if right.any() else 1.0
+    return 1.0
