@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kveval.judge.novel_power import NovelPilot, of_pilot
+from kveval.judge.novel_power import NovelPilot, NovelReadings, of_pilot
 from kveval.judge.plan import Targets, plan
 from tests.test_novel import N, restart, runs
 
@@ -30,10 +30,13 @@ def test_a_pilot_reads_a_restarts_new_answers_and_their_cost() -> None:
     departs there too (the others then answer alike), 40 x 0.92^2 = 34 a run; a
     departure from a right answer (85% of them) is wrong with probability 0.45, one from a
     wrong answer right with probability 0.25: a net cost of about 0.85 x 0.45 - 0.15 x 0.25."""
-    found = [of_pilot(*arrays([40, 40, 40], seed)) for seed in range(20)]
-    assert all(p is not None and p.runs == 3 for p in found)
-    shares = [p.share for p in found if p]
-    rates = [p.rate for p in found if p]
+    pilots = [of_pilot(*arrays([40, 40, 40], seed)) for seed in range(20)]
+    assert all(p is not None and [r.kind for r in p.readings] == ["new", "changed"]
+               for p in pilots)
+    found = [p.readings[0] for p in pilots if p]
+    assert all(p.runs == 3 for p in found)
+    shares = [p.share for p in found]
+    rates = [p.rate for p in found]
     assert min(shares) >= 0.06 and max(shares) <= 0.075
     assert abs(float(np.mean(shares)) - 40 * 0.92 ** 2 / N) < 0.003
     assert abs(float(np.mean(rates)) - (0.85 * 0.45 - 0.15 * 0.25)) < 0.03
@@ -55,16 +58,6 @@ def test_more_items_more_noise_runs_and_a_larger_loss_are_each_easier() -> None:
     assert runs_ == sorted(runs_, reverse=True) and len(set(runs_)) == 4
     spread = NovelPilot(share=0.05, rate=0.3, variance=0.9, between=0.02, runs=3)
     assert (spread.loss(1000, 2, LEVEL, 0.8) or 1.0) > at[1]  # restarts that differ in cost
-
-
-def test_where_restarts_depart_often_more_noise_runs_leave_fewer_new_answers() -> None:
-    """A lost answer is new only on an item every pool run answered alike: where a run
-    departs on 13% of the items independently, eight noise runs leave 0.87^9 = 28% of a
-    loss to the new answers, and the plan says so (the changed answers' reading, which
-    the gate also takes, is not modelled: the plan errs long)."""
-    churn = NovelPilot(share=0.1, rate=0.3, variance=0.9, between=0.0, runs=3)
-    assert abs(churn.seen_loss(8, 1.0) - (1 - churn.departs) ** 9) < 1e-12
-    assert (churn.loss(1000, 8, LEVEL, 0.8) or 1.0) > (churn.loss(1000, 2, LEVEL, 0.8) or 1.0)
 
 
 def test_a_loss_at_a_restarts_cost_cannot_be_seen() -> None:
@@ -91,7 +84,8 @@ def test_plan_sizes_for_the_cost_test_the_gate_will_use() -> None:
     assert task.items_needed is not None and task.noise_runs_needed == 2
     n, level = task.items_needed, task.level
     pilot = of_pilot(*_pilot_arrays(sides))
-    assert pilot is not None and pilot.runs == 4 and pilot.applies(n - 1, 2)
+    assert pilot is not None and all(r.runs == 4 for r in pilot.readings)
+    assert pilot.applies(n - 1, 2)
     assert pilot.catches(n, 2, 0.05, level, 0.8)
     assert not pilot.catches(n - 1, 2, 0.05, level, 0.8)
 
@@ -103,3 +97,16 @@ def _pilot_arrays(sides: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     assert found is not None
     return found
 
+
+def test_the_plan_takes_the_reading_that_catches_a_loss_each_at_half_the_level() -> None:
+    """The new answers' reading and every changed answer's, at a 13% departure rate: a loss
+    is caught where either reading catches it at half the level."""
+    new = NovelPilot(share=0.1, rate=0.3, variance=0.9, between=0.0, runs=3)
+    changed = NovelPilot(share=0.1, rate=0.6, variance=0.9, between=0.0, runs=3,
+                         kind="changed")
+    both = NovelReadings((new, changed))
+    at = both.loss(1000, 2, LEVEL, 0.8) or 1.0
+    alone = [r.loss(1000, 2, LEVEL / 2, 0.8) or 1.0 for r in (new, changed)]
+    assert at == min(alone) and alone[0] < alone[1]  # the cheaper restarts' reading
+    assert both.catches(1000, 2, at, LEVEL, 0.8)
+    assert not both.catches(1000, 2, at * 0.9, LEVEL, 0.8)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from kveval.judge.detect import detectable_loss, mcnemar_power
 from kveval.judge.floor import CountTest
 from kveval.judge.novel import NovelCost
-from kveval.judge.novel_power import NovelPilot
+from kveval.judge.novel_power import NovelReadings
 from kveval.judge.spread import PRIORS
 
 
@@ -66,9 +66,9 @@ class AccuracyModel:
 
     flip_rate: float
     restarts: Restarts
-    novel: NovelPilot | None = None
+    novel: NovelReadings | None = None
 
-    def _by_cost(self, n: int, runs: int) -> NovelPilot | None:
+    def _by_cost(self, n: int, runs: int) -> NovelReadings | None:
         """The cost test's model where the gate judges n items and these runs by it."""
         return self.novel if self.novel is not None and self.novel.applies(n, runs) else None
 

@@ -11,14 +11,15 @@ gives, beside what a restart's new answers cost.
 
 - The setup's answer to an item: the one a strict majority of the pool's runs give (the
   baseline and the noise runs); items without one are left out.
-- A run's new answers: those to items every other run of the pool answered alike (for the
-  candidate: every pool run), other than that answer, on items where none of them was cut
-  short or came back empty (those are the truncated and empty checks' to judge). A restart's
-  changes land mostly on items the setup already answers in more than one way (a few items
-  move in every run); a loss lands anywhere, mostly on items every restart answers alike, so
-  reading only those keeps most of a loss and leaves out most of a restart's churn. Answers
-  the setup also gave cost what the setup's own answers cost: they are not new, whatever
-  their number.
+- A run's new answers: those no other run gave, on items where the others hold a majority
+  answer and none of them was cut short or came back empty (those are the truncated and
+  empty checks' to judge). A pool run is read against the other pool runs and the
+  candidate, the candidate against every pool run: each against as many runs, so that a
+  restart's answers are read alike wherever they sit. (Against its fellows alone a pool run
+  would have more of its returns to the usual answer, where the others gave one shared
+  alternative, read as new: they cost less, and a restart's would seem to cost more than
+  the pool's.) Answers the setup also gave cost what the setup's own answers cost: they are
+  not new, whatever their number.
 - A new answer's cost: 1 where it turned the setup's right answer wrong, -1 where it turned
   a wrong one right, 0 where its score did not change.
 - Under the null hypothesis the candidate is one more restart: its new answers cost, on
@@ -29,10 +30,10 @@ gives, beside what a restart's new answers cost.
   degrees of freedom.
 
 Two readings, the smaller p taken: the candidate's *new* answers, the sharper where a
-restart's changes land on items the setup already answers in more than one way; and all its
-*changed* answers (every answer other than the majority's, on any item), which also sees a
-loss on an item a restart once moved (a fragile item, a multiple-choice letter some restart
-once gave), where the new answers would leave it out. Both condition on the changes, so a
+restart's changes land on alternatives the setup has seen; and all its *changed* answers
+(every answer other than the setup's, seen or not), which also sees a loss that lands on a
+wrong answer some restart once gave (a multiple-choice letter, a fragile item's one wrong
+number), where the new answers would call it explained. Both condition on the changes, so a
 restart that changes three times as much at a restart's cost passes both. The smaller p is
 adjusted for having been the smaller of two (`either_p`): the new answers are a share of the
 changed ones, so the two gaps move together; their statistics are taken as jointly normal with
@@ -57,8 +58,8 @@ from kveval.judge.spread import PRIORS, Spread, prediction_bound, prediction_p, 
 
 LEAST_RUNS = 3  # runs of the baseline's setup this test needs
 LEAST_NEW = 30  # new answers of the pool's runs it needs to read a restart's cost from
-KINDS = ("new", "changed")  # the candidate's answers no run gave; all it gives other than
-# the setup's
+KINDS = ("new", "changed")  # the candidate's answers no pool run gave; all it gives other
+# than the majority's
 LEAST_VARIANCE = 0.1  # a new answer's cost variance is never taken below this
 MAX_CORRELATION = 0.999  # of the two readings' statistics (1: one reading twice)
 
@@ -75,7 +76,6 @@ class NovelCost:
     kind: str = "new"  # which reading (KINDS)
     readings: int = 1  # how many readings were taken: the p is the smaller of that many
     correlation: float = 0.0  # of the two readings' statistics under the null (`correlation`)
-    reach: float = 1.0  # the share of the setup's right answers a lost one is read on
 
     @property
     def excess(self) -> float:
@@ -108,28 +108,29 @@ class NovelCost:
         return candidate_wrong - bound * self.answers
 
     def loss_per_point(self) -> float:
-        """How much of one more answer lost shows as excess: where it is read (`reach`), a new
-        answer costing 1."""
-        return max(self.reach * (1.0 - self.rate), 0.05)
+        """How much of one more answer lost shows as excess: it is a new answer costing 1."""
+        return max(1.0 - self.rate, 0.05)
 
 
 def new_costs(run: int, others: list[int], codes: np.ndarray, wrong: np.ndarray,
               collapsed: np.ndarray, kind: str = "new") -> np.ndarray:
-    """The costs of one run's new answers (kind "new": other than the answer every one of
-    `others` gave) or of all its answers other than the setup's (kind "changed": the
-    majority's of `others`)."""
+    """The costs of one run's new answers (kind "new": answers none of `others` gave) or of
+    all its answers other than the setup's (kind "changed"), against the setup's answers
+    among `others` (their majority's)."""
     usual, holder = usual_answer(codes[others])
     usual_wrong = wrong[others][holder, np.arange(codes.shape[1])]
-    away = (usual >= 0) & (codes[run] != usual) & ~collapsed[[run, *others]].any(axis=0)
-    if kind == "new":
-        away &= (codes[others] == usual).all(axis=0)
+    seen = (codes[others] == codes[run]).any(axis=0) if kind == "new" else codes[run] == usual
+    away = (usual >= 0) & ~seen & ~collapsed[[run, *others]].any(axis=0)
     return (wrong[run].astype(int) - usual_wrong.astype(int))[away]
 
 
 def each_against_the_rest(runs: list[int], codes: np.ndarray, wrong: np.ndarray,
-                          collapsed: np.ndarray, kind: str = "new") -> list[np.ndarray]:
-    """The costs of each run's new answers (or changed ones) against the other runs."""
-    return [new_costs(r, [o for o in runs if o != r], codes, wrong, collapsed, kind)
+                          collapsed: np.ndarray, kind: str = "new",
+                          among: list[int] | None = None) -> list[np.ndarray]:
+    """The costs of each run's new answers (or changed ones) against the other runs (of
+    `among`, where given: the runs it is read against)."""
+    every = runs if among is None else among
+    return [new_costs(r, [o for o in every if o != r], codes, wrong, collapsed, kind)
             for r in runs]
 
 
@@ -211,28 +212,16 @@ def one_reading(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray, kin
     pool = list(range(codes.shape[0] - 1))
     if len(pool) < LEAST_RUNS:
         return None
-    per_run = each_against_the_rest(pool, codes, wrong, collapsed, kind)
+    among = [*pool, len(pool)] if kind == "new" else pool
+    per_run = each_against_the_rest(pool, codes, wrong, collapsed, kind, among)
     every = np.concatenate(per_run)
     if every.size < LEAST_NEW:
         return None
     own = new_costs(len(pool), pool, codes, wrong, collapsed, kind)
-    reach = reach_of(codes[pool], wrong[pool], collapsed[pool], kind)
     rate = float(every.mean())
     variance = max(float(every.var()), LEAST_VARIANCE)
     between, df = rate_spread(per_run, rate, variance)
     n = max(own.size, 1)
     counting = variance / n + variance / every.size
     spread = Spread(between, float(df), len(pool), True, variance, extra=counting)
-    return NovelCost(int(own.size), float(own.sum()), int(every.size), rate, spread, kind,
-                     reach=reach)
-
-
-def reach_of(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray, kind: str) -> float:
-    """The share of the setup's right answers (runs x items of the pool) on which a lost one
-    would be read: every one (kind "changed"), or those to items every run answered alike."""
-    usual, holder = usual_answer(codes)
-    right = (usual >= 0) & ~wrong[holder, np.arange(codes.shape[1])] & ~collapsed.any(axis=0)
-    if kind == "new":
-        read = right & (codes == usual).all(axis=0)
-        return float(read.sum() / right.sum()) if right.any() else 1.0
-    return 1.0
+    return NovelCost(int(own.size), float(own.sum()), int(every.size), rate, spread, kind)

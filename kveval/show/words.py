@@ -144,7 +144,7 @@ def novel_text(t: CountTest, candidate: str) -> str:
     if n is None:
         return ""
     each = n.cost / n.answers if n.answers else 0.0
-    what = ("new answers, to items every run of the setup answered alike" if n.kind == "new"
+    what = ("answers no run of the setup gave" if n.kind == "new"
             else "answers other than the setup's")
     which = (f"the sharper of two readings, new answers and every changed one, its p "
              f"adjusted for the two, correlated {n.correlation:.2f}" if n.readings > 1
