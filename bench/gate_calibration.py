@@ -100,7 +100,7 @@ def cells(quick: bool, noise: Sequence[int] = NOISE_RUNS,
     return found
 
 
-def set_priors(priors: Sequence[tuple[str, float, float]],
+def declare(priors: Sequence[tuple[str, float, float]],
                weights: Sequence[tuple[str, float]] = ()) -> None:
     """Another declared prior or weight in each worker, to measure what it would give."""
     from kveval.judge import checks, spread
@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                      [float(s) for s in args.spreads.split(",")])
         priors = [(kind, float(spread), float(df)) for kind, spread, df in args.prior]
         weights = [(kind, float(weight)) for kind, weight in args.weight]
-        with multiprocessing.Pool(args.jobs, initializer=set_priors,
+        with multiprocessing.Pool(args.jobs, initializer=declare,
                                   initargs=(priors, weights)) as pool:
             found = pool.starmap(measure, [(c, args.reps, args.seed) for c in grid])
         results = dict(zip(grid, found, strict=True))

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -70,12 +71,10 @@ class NovelPilot:
         below the departure rate at which it is largest."""
         others = self.runs - 1
         grid = np.linspace(0.0, 0.5, 501)
-        peak = float(grid[int(np.argmax([_share(q, others, self.kind) for q in grid]))])
-        low, high = 0.0, peak
+        low, high = 0.0, float(grid[int(np.argmax(_share(grid, others)))])
         for _ in range(40):
             mid = (low + high) / 2
-            low, high = (mid, high) if _share(mid, others, self.kind) < self.share \
-                else (low, mid)
+            low, high = (mid, high) if _share(mid, others) < self.share else (low, mid)
         return high
 
     def shares(self, noise_runs: int) -> tuple[float, float]:
@@ -83,7 +82,7 @@ class NovelPilot:
         is read against every pool run, a pool run against the others and (new answers)
         the candidate too."""
         p, own = self.departs, noise_runs + 1 if self.kind == "new" else noise_runs
-        return _share(p, own, self.kind), _share(p, noise_runs + 1, self.kind)
+        return _share(p, own), _share(p, noise_runs + 1)
 
     def applies(self, n: int, noise_runs: int) -> bool:
         """Whether the gate reads n items with this many noise runs this way."""
@@ -93,7 +92,7 @@ class NovelPilot:
     def seen_loss(self, noise_runs: int, loss: float) -> float:
         """The share of the items a loss turns into answers of this reading: those where
         most pool runs gave the setup's answer."""
-        return loss * _kept(self.departs, noise_runs + 1, self.kind)
+        return loss * _kept(self.departs, noise_runs + 1)
 
     def spread(self, n: int, noise_runs: int, loss: float) -> Spread:
         """The spread the gate's test would read, with a candidate that loses `loss`."""
@@ -122,8 +121,7 @@ class NovelPilot:
              ceiling: float = 1.0) -> float | None:
         """The smallest loss (a fraction) caught with this power; None when even `ceiling`
         is not."""
-        return smallest_reaching(
-            lambda loss: not self.catches(n, noise_runs, loss, level, power), ceiling)
+        return _smallest_loss(self, n, noise_runs, level, power, ceiling)
 
 
 @dataclass(frozen=True)
@@ -149,23 +147,30 @@ class NovelReadings:
 
     def loss(self, n: int, noise_runs: int, level: float, power: float,
              ceiling: float = 1.0) -> float | None:
-        return smallest_reaching(
-            lambda loss: not self.catches(n, noise_runs, loss, level, power), ceiling)
+        return _smallest_loss(self, n, noise_runs, level, power, ceiling)
 
 
-def _kept(departs: float, runs: int, kind: str) -> float:
+def _smallest_loss(model: NovelPilot | NovelReadings, n: int, noise_runs: int, level: float,
+                   power: float, ceiling: float) -> float | None:
+    """The smallest loss the model catches with this power; None when even `ceiling` is
+    not."""
+    return smallest_reaching(
+        lambda loss: not model.catches(n, noise_runs, loss, level, power), ceiling)
+
+
+def _kept(departs: Any, runs: int) -> Any:
     """The chance that an item is read against `runs` runs: fewer than half of them depart
     (they hold a majority for the setup's answer; a departure is each run's own, so a new
-    answer is one none of them gave)."""
+    answer is one none of them gave). `departs`: a rate, or an array of them."""
     from scipy.stats import binom
 
-    return float(binom.cdf(math.ceil(runs / 2) - 1, runs, departs))
+    return binom.cdf(math.ceil(runs / 2) - 1, runs, departs)
 
 
-def _share(departs: float, others: int, kind: str) -> float:
-    """A run's answers of this reading per item against `others` runs: it departs, on an
-    item they read this way."""
-    return departs * _kept(departs, others, kind)
+def _share(departs: Any, others: int) -> Any:
+    """A run's answers of a reading per item against `others` runs: it departs, on an item
+    they read (a rate, or an array of them)."""
+    return departs * _kept(departs, others)
 
 
 def of_pilot(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
