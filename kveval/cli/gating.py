@@ -20,6 +20,7 @@ from kveval.safe import one_line
 
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
+    from kveval.judge.forced import Forced
     from kveval.judge.verdict import Family, GateReport
     from kveval.show.page import Inputs
     from kveval.show.report import Block
@@ -36,10 +37,11 @@ class GateArgs:
     policy: str
     margin: float | None  # None: the policy has no margin
     family: Family
+    forced: tuple[str, ...] = ()  # the baseline's forced pass, the candidate's, the restarts'
 
     @property
     def paths(self) -> tuple[str, ...]:
-        return (self.baseline, self.candidate, *self.noise, *self.repeats)
+        return (self.baseline, self.candidate, *self.noise, *self.repeats, *self.forced)
 
 
 def refuse_page_over_input(page: str | None, args: GateArgs) -> None:
@@ -80,10 +82,20 @@ def load_inputs(args: GateArgs) -> tuple[Inputs, Exception | None]:
         except KvevalError as exc:
             sides.append(None)
             error = error or exc
-    noise, repeats = sides[2:2 + len(args.noise)], sides[2 + len(args.noise):]
+    free = 2 + len(args.noise) + len(args.repeats)
+    noise, repeats = sides[2:2 + len(args.noise)], sides[2 + len(args.noise):free]
     return Inputs(sides[0], sides[1], tuple(s for s in noise if s is not None),
                   tuple(s for s in repeats if s is not None), args.family.skip, args.policy,
-                  args.margin, args.family), error
+                  args.margin, args.family, _forced(sides[free:])), error
+
+
+def _forced(sides: list[Side | None]) -> Forced | None:
+    from kveval.judge.forced import Forced
+
+    if not sides or any(s is None for s in sides):
+        return None
+    found = [s for s in sides if s is not None]
+    return Forced(found[0], found[1], tuple(found[2:]))
 
 
 def decide_gate(inputs: Inputs, max_error_rate: float,
@@ -99,11 +111,24 @@ def decide_gate(inputs: Inputs, max_error_rate: float,
     result = gate(base, cand, list(inputs.noise), policy=inputs.policy,
                   margin=DEFAULT_MARGIN if inputs.margin is None else inputs.margin,
                   max_error_rate=max_error_rate, repeats=list(inputs.repeats),
-                  family=inputs.family)
+                  family=inputs.family, forced=inputs.forced)
+    result = with_needs(result, inputs)
     blocks, data = report.gate_blocks(result), report.gate_json(result)
     found = trade_of(inputs)
     data["trade"] = found
     return result, [*blocks[:-1], *trade_blocks(found), *blocks[-1:]], data
+
+
+def with_needs(result: GateReport, inputs: Inputs) -> GateReport:
+    """A verdict with tasks it could not judge carries the plan of what would judge them
+    (judge/needs.py)."""
+    from dataclasses import replace
+
+    from kveval.judge.needs import needs
+
+    base, cand = inputs.baseline, inputs.candidate
+    assert base is not None and cand is not None
+    return replace(result, needs=needs(result, base, inputs.noise, cand, inputs.forced))
 
 
 def figures_beside(path: str) -> Any:

@@ -94,10 +94,11 @@ def family_options(func: F) -> F:
                      help="Leave a task unjudged (repeatable), e.g. one too small for the "
                           "margin."),
         click.option("--max-kl", type=Finite(min=0), default=None, metavar="NATS",
-                     help="Divergence joins the checks: a task fails when its mean per-token "
-                          "KL exceeds the noise floor's by more than NATS (one-sided "
-                          "permutation within items). Needs --noise and --logprobs runs. "
-                          "Without it, divergence beyond the floor is a warning."),
+                     help="The divergence checks (free-running and forced) fail a task when "
+                          "its mean per-token KL exceeds the noise floor's by more than NATS "
+                          "(one-sided permutation within items). Needs noise runs with "
+                          "log-probabilities. Without it, a rise beyond the floor is named "
+                          "beside the verdict and fails nothing."),
         click.option("--min-recovery", type=Finite(0, 1, min_open=True),
                      metavar="R",
                      help="A check per long-context task: its AUC recovery is at least R (a "
@@ -111,6 +112,35 @@ def family_options(func: F) -> F:
                      default=0.85, show_default=True, metavar="SCORE",
                      help="Absolute effective length (RULER): the longest length up to which "
                           "a task scores at least SCORE."))
+
+
+def forced_options(func: F) -> F:
+    """The teacher-forced passes of the baseline's answers (`kveval run --teacher-force
+    BASELINE`): each forced run judged against the baseline's own forced pass."""
+    return _apply(
+        func,
+        click.option("--baseline-forced", metavar="FILE",
+                     help="The baseline's answers teacher-forced on the baseline's own server: "
+                          "the reference every forced run is compared with."),
+        click.option("--candidate-forced", metavar="FILE",
+                     help="The baseline's answers teacher-forced on the candidate's server."),
+        click.option("--noise-forced", multiple=True, metavar="FILE",
+                     help="The baseline's answers teacher-forced on a restart of the "
+                          "baseline's setup (repeatable): the forced noise floor."))
+
+
+def forced_paths(baseline_forced: str | None, candidate_forced: str | None,
+                 noise_forced: tuple[str, ...]) -> tuple[str, ...]:
+    """(baseline's, candidate's, restarts'...) or () without forced runs; one line where
+    only some are given."""
+    from kveval.errors import UsageError
+
+    if baseline_forced is None and candidate_forced is None and not noise_forced:
+        return ()
+    if baseline_forced is None or candidate_forced is None:
+        raise UsageError("forced runs are judged together: give --baseline-forced and "
+                         "--candidate-forced (and --noise-forced for each restart)")
+    return (baseline_forced, candidate_forced, *noise_forced)
 
 
 def gate_options(func: F) -> F:

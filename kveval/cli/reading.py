@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kveval.formats.reader import Shared
     from kveval.judge.compare import Side
+    from kveval.judge.forced import Forced
 
 
 def load(path: str, shared: Shared | None = None) -> Side:
@@ -66,3 +67,13 @@ def check_fewshot(*sides: Side | None) -> None:
     from kveval.judge import fewshot
 
     fewshot.check_fewshot(sides)
+
+
+def load_forced(paths: Sequence[str]) -> Forced | None:
+    """The forced passes (the baseline's own, the candidate's, each restart's), or None."""
+    from kveval.judge.forced import Forced
+
+    if not paths:
+        return None
+    base, cand, *noises = load_all(paths, load_run)
+    return Forced(base, cand, tuple(noises))

@@ -22,12 +22,14 @@ from kveval.cli import gating, options
                       "(accuracy, drift, truncation, empty answers, divergence); two or three "
                       "measure a restart's spread.")
 @options.repeat_option
+@options.forced_options
 @options.gate_options
 @options.family_options
 @click.option("-o", "--output", required=True, metavar="FILE", help="Where to write the page.")
 def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
-           policy: str, margin: float | None, max_error_rate: float, output: str,
-           **family: Any) -> int:
+           baseline_forced: str | None, candidate_forced: str | None,
+           noise_forced: tuple[str, ...], policy: str, margin: float | None,
+           max_error_rate: float, output: str, **family: Any) -> int:
     """One self-contained HTML page: verdict, setup, accuracy, drift, long context and the
     changed answers side by side. Exit code as gate: 0 pass, 1 regression, 2 cannot judge.
 
@@ -39,7 +41,9 @@ def report(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple
     from kveval.errors import KvevalError
 
     args = gating.GateArgs(baseline, candidate, noise, repeats, policy,
-                           options.gate_margin(policy, margin), options.family(**family))
+                           options.gate_margin(policy, margin), options.family(**family),
+                           options.forced_paths(baseline_forced, candidate_forced,
+                                                noise_forced))
     gating.refuse_page_over_input(output, args)
     inputs, error = gating.load_inputs(args)
     result = verdict = None

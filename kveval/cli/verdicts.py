@@ -26,10 +26,13 @@ if TYPE_CHECKING:
 @options.repeat_option
 @click.option("--show", type=click.IntRange(min=0), default=0, show_default=True, metavar="K",
               help="Print the K most diverged pairs side by side.")
+@options.forced_options
 @options.family_options
 @options.output_options
 def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
-            show: int, as_json: bool, markdown: bool, **family: Any) -> int:
+            show: int, baseline_forced: str | None, candidate_forced: str | None,
+            noise_forced: tuple[str, ...], as_json: bool, markdown: bool,
+            **family: Any) -> int:
     """How many answers B changed from A, beside the noise floor N.
 
     \b
@@ -43,10 +46,12 @@ def compare(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tupl
     from kveval.show import report
 
     options.check_output(as_json, markdown)
+    forced_files = options.forced_paths(baseline_forced, candidate_forced, noise_forced)
     base, cand, *rest = reading.load_all((baseline, candidate, *noise, *repeats))
     noises, again = rest[:len(noise)], rest[len(noise):]
     reading.check_fewshot(base, cand, *noises, *again)
-    found = examine(base, cand, noises, again, options.family(**family), show=show)
+    found = examine(base, cand, noises, again, options.family(**family), show=show,
+                    forced=reading.load_forced(forced_files))
     setup = inspect_setup(base, cand, noises[0] if noises else None, noises[1:], again)
     data = report.compare_json(setup, found)
     if noises:
@@ -118,6 +123,7 @@ def _cannot_judge(inputs: Any, exc: Exception, html: str | None, as_json: bool,
                       "(accuracy, drift, truncation, empty answers, divergence); two or three "
                       "measure a restart's spread.")
 @options.repeat_option
+@options.forced_options
 @options.gate_options
 @click.option("--html", metavar="FILE",
               help="Also write the HTML page of `kveval report` (on pass, regression or "
@@ -125,18 +131,22 @@ def _cannot_judge(inputs: Any, exc: Exception, html: str | None, as_json: bool,
 @options.family_options
 @options.output_options
 def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[str, ...],
-         policy: str, margin: float | None, max_error_rate: float, html: str | None,
-         as_json: bool, markdown: bool, **family: Any) -> int:
+         baseline_forced: str | None, candidate_forced: str | None,
+         noise_forced: tuple[str, ...], policy: str, margin: float | None,
+         max_error_rate: float, html: str | None, as_json: bool, markdown: bool,
+         **family: Any) -> int:
     """Pass or fail a candidate run. Exit 0 pass, 1 regression, 2 cannot judge.
 
     \b
     Every check of every task (accuracy, drift, truncated and empty answers, each length of
-    a long-context task, --min-recovery, --max-kl) is a one-sided test in one Holm family at
+    a long-context task, --min-recovery, divergence with log-probabilities, the forced KL of
+    --candidate-forced against --noise-forced) is a one-sided test in one Holm family at
     --alpha. Cannot judge: an unreadable run file, a task the candidate or a noise run
     lacks, no paired items, a pair whose prompt differs, different sampling parameters,
-    errors and missing items above --max-error-rate, or a task too small for --policy
-    paired's margin at its own flip rate (unless --skip TASK). Without --max-kl, divergence
-    beyond the noise floor is stated and never changes the exit code.
+    errors and missing items above --max-error-rate, a task too small for --policy
+    paired's margin at its own flip rate (unless --skip TASK), or runs so small that no
+    check of any task could see a change. Without --max-kl, divergence beyond the noise
+    floor is named beside the verdict and never changes the exit code.
     With --markdown on GitHub Actions, the block is also appended to $GITHUB_STEP_SUMMARY.
     """
     from kveval.errors import KvevalError
@@ -144,7 +154,9 @@ def gate(baseline: str, candidate: str, noise: tuple[str, ...], repeats: tuple[s
 
     options.check_output(as_json, markdown)
     args = gating.GateArgs(baseline, candidate, noise, repeats, policy,
-                           options.gate_margin(policy, margin), options.family(**family))
+                           options.gate_margin(policy, margin), options.family(**family),
+                           options.forced_paths(baseline_forced, candidate_forced,
+                                                noise_forced))
     gating.refuse_page_over_input(html, args)
     inputs, error = gating.load_inputs(args)
     try:

@@ -29,15 +29,18 @@ from dataclasses import dataclass, replace
 
 ALPHA = 0.05  # the default family-wise level (--alpha)
 KINDS = ("accuracy", "drift", "truncated", "empty", "length", "lengths", "recovery",
-         "divergence")
+         "divergence", "forced")
+KL_KINDS = ("divergence", "forced")  # they fail a task only with --max-kl
 PRIMARY = ("accuracy", "drift")
 # The declared weights: a task's accuracy first (what a rollout asks), answers cut short half
 # as much (each is an answer lost; its test reads few flagged items against a restart's
 # spread, and needs the level: bench/gate_calibration.py), a length's paired test and drift
 # on few prompts weigh less (they have little power at the sizes a suite runs), the longest
-# length of a long-context task counts as its own question.
+# length of a long-context task counts as its own question; the free-running and the forced
+# divergence weigh as drift (on a server whose answers hardly move they are the only signal).
 WEIGHTS = {"accuracy": 6.0, "drift": 2.0, "truncated": 3.0, "empty": 1.0, "length": 0.25,
-           "longest": 2.5, "lengths": 1.0, "recovery": 1.0, "divergence": 2.0}
+           "longest": 2.5, "lengths": 1.0, "recovery": 1.0, "divergence": 2.0,
+           "forced": 2.0}
 PRIMARY_WEIGHT = WEIGHTS["accuracy"]
 
 

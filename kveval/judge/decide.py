@@ -13,7 +13,10 @@ Checks (judge/checks.py), each a one-sided test with a p-value, Holm-adjusted to
 - length, every length of a long-context task, and lengths, all its lengths together where
   its scores are graded (with 0/1 scores that test is the accuracy check itself);
 - recovery, long-context tasks with --min-recovery: "the AUC recovery is at least R";
-- divergence, tasks with log-probabilities in every run, with --max-kl.
+- divergence, tasks with log-probabilities in every run: the candidate's KL against the
+  noise runs' (free-running, on the positions both runs shared);
+- forced, every task of the baseline's own forced pass, where forced runs are given: the
+  candidate's forced KL against each restart's, all against that pass (judge/forced.py).
 
 Task verdicts: under the overlap policy a task fails when a check of it is significant or its
 candidate's Wilson interval lies wholly below the baseline's. Under the paired policy a task
@@ -21,136 +24,36 @@ fails with "a loss shown" when its accuracy check is significant, passes when Ta
 interval rules out a loss above its margin, cannot be judged when its size cannot reach the
 margin at its own flip rate (with the items it would need), and else fails with "a loss above
 the margin not ruled out". A task without ground truth is judged by drift beside collapse.
-Without --max-kl, divergence beyond the noise floor is a warning (its own Holm family) and
-never changes the exit code.
+The divergence checks (free-running and forced) fail a task only with --max-kl T, a rise
+beyond T; without it a rise shown is named beside the verdict (`shown`) and changes no exit
+code. Either way they are checks of the one family, with their declared weights.
+
+No verdict without evidence: a task passes only where some check of it could reach its level
+(Tarone's reduction kept it) and could fail it, or a divergence check could reach its level
+and showed no rise; else it is "not judged", with why. The paired policy's pass is its own
+evidence (an interval that rules out the margin).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kveval.judge.accuracy import PairedComparison
-from kveval.judge.checks import ALPHA, Check, adjust, first, not_run, of_task, weigh
-from kveval.judge.floor import CountTest
-from kveval.judge.kl_test import KlTest
-from kveval.judge.lengthstats import MIN_PER_LENGTH, PairedScores, Recovery
+from kveval.judge.checks import Check, Levels, adjust, first, first_step_levels, of_task
+from kveval.judge.detect import task_detectable
+from kveval.judge.evidence import (
+    DEFAULT_MARGIN,
+    Options,
+    TaskEvidence,
+    gating,
+    task_checks,
+)
+from kveval.judge.lengthstats import MIN_PER_LENGTH
 from kveval.judge.power import margin_items, reaches_margin
-from kveval.judge.stats import mcnemar_greater
 
 POLICIES = ("overlap", "paired")
-DEFAULT_MARGIN = 3.0  # points: the paired policy's largest tolerated loss
-
-
-@dataclass(frozen=True)
-class TaskEvidence:
-    """What the runs show for one task, as the checks read it."""
-
-    task: str
-    accuracy: PairedComparison | None = None  # tasks with ground truth
-    wrong: CountTest | None = None  # the accuracy check: wrong answers against the pool
-    changed: CountTest | None = None  # with noise runs
-    truncated: CountTest | None = None
-    empty: CountTest | None = None
-    lengths: tuple[PairedScores, ...] = ()  # long-context tasks, one per length
-    length_pool: tuple[tuple[int, float, float], ...] = ()  # (length, p, min_p) vs the pool
-    across: PairedScores | None = None  # graded long-context scores, every length together
-    recovery: Recovery | None = None  # with --min-recovery
-    fewest_pairs: int = 0  # paired items in the task's smallest length
-    divergence: KlTest | None = None  # with log-probabilities and noise runs
-    log_probs: bool = False  # the baseline has log-probabilities for this task
-    margin: float | None = None  # the task's own margin (a suite's `margin`)
-    missing: str | None = None  # why the task cannot be judged at all
-    skipped: bool = False
-
-
-@dataclass(frozen=True)
-class Options:
-    policy: str = "overlap"
-    margin: float = DEFAULT_MARGIN  # points
-    alpha: float = ALPHA
-    max_kl: float | None = None  # divergence joins the family
-    min_recovery: float | None = None  # recovery joins the family
-
-
-def _count(task: str, kind: str, test: CountTest | None) -> list[Check]:
-    return [] if test is None else [weigh(task, kind, test.p_value, test.min_p)]
-
-
-def _accuracy(e: TaskEvidence) -> list[Check]:
-    if e.accuracy is None:
-        return []
-    if e.wrong is not None:
-        return [weigh(e.task, "accuracy", e.wrong.p_value, e.wrong.min_p)]
-    t = e.accuracy.decisive.table
-    return [weigh(e.task, "accuracy", mcnemar_greater(t.lost, t.gained), 0.5 ** t.discordant)]
-
-
-def _drift(e: TaskEvidence) -> list[Check]:
-    if e.accuracy is not None:
-        return []
-    if e.changed is None:
-        return [not_run(e.task, "drift", "needs a noise run (--noise): the changes a restart "
-                                         "makes are what drift is measured against")]
-    return _count(e.task, "drift", e.changed)
-
-
-def _lengths(e: TaskEvidence) -> list[Check]:
-    tested = [s for s in e.lengths if s.pairs]
-    longest = max((s.length for s in tested if s.length is not None), default=None)
-    pooled: dict[int | None, tuple[float, float]] = {
-        length: (p, least) for length, p, least in e.length_pool}
-    found = [weigh(e.task, "length", *pooled.get(s.length, (s.p_value, s.min_p)),
-                   label=_length_label(s.length), longest=len(tested) > 1 and s.length == longest)
-             for s in tested]
-    if e.across is not None:
-        found.append(weigh(e.task, "lengths", e.across.p_value, e.across.min_p))
-    return found
-
-
-def _length_label(tokens: int | None) -> str:
-    if tokens is None:
-        return ""
-    return f"{tokens / 1024:g}k" if (tokens * 4) % 1024 == 0 else str(tokens)
-
-
-def _recovery(e: TaskEvidence, o: Options) -> list[Check]:
-    r = e.recovery
-    if o.min_recovery is None or r is None or r.p_below is None:
-        return []
-    if e.fewest_pairs < MIN_PER_LENGTH:
-        return []
-    return [weigh(e.task, "recovery", r.p_below, 1 / (r.rounds + 1))]
-
-
-def _divergence(e: TaskEvidence, o: Options) -> list[Check]:
-    if o.max_kl is None:
-        return []
-    if e.divergence is not None and e.divergence.items:
-        return [weigh(e.task, "divergence", e.divergence.p_value, e.divergence.min_p)]
-    if e.log_probs:
-        return [not_run(e.task, "divergence", "no item has log-probabilities in the "
-                                              "baseline, the candidate and a noise run")]
-    return []
-
-
-def task_checks(e: TaskEvidence, o: Options) -> list[Check]:
-    """Every check of one task, before adjustment."""
-    if e.skipped or e.missing:
-        return []
-    found = _accuracy(e) + _drift(e)
-    found += _count(e.task, "truncated", e.truncated) + _count(e.task, "empty", e.empty)
-    return found + _lengths(e) + _recovery(e, o) + _divergence(e, o)
-
-
-def warnings_family(evidence: Sequence[TaskEvidence], o: Options) -> tuple[Check, ...]:
-    """Without --max-kl: divergence beyond the noise floor, its own family."""
-    if o.max_kl is not None:
-        return ()
-    found = [weigh(e.task, "divergence", e.divergence.p_value, e.divergence.min_p)
-             for e in evidence if e.divergence is not None and e.divergence.items
-             and not e.skipped and not e.missing]
-    return adjust(found, o.alpha)
+__all__ = ["DEFAULT_MARGIN", "POLICIES", "Options", "TaskDecision", "TaskEvidence", "decide"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +65,8 @@ class TaskDecision:
     outcome: str | None = None  # paired: "loss_shown" or "not_ruled_out"
     cannot_judge: str | None = None  # why, with the numbers
     margin: float | None = None  # the paired policy's margin for this task (points)
+    shown: tuple[str, ...] = ()  # divergence checks significant without --max-kl
+    not_judged: str | None = None  # why no check of the task could judge it
 
     @property
     def passed(self) -> bool | None:
@@ -170,6 +75,10 @@ class TaskDecision:
     @property
     def skipped(self) -> bool:
         return self.status == "skipped"
+
+    @property
+    def judged(self) -> bool:
+        return self.status in ("pass", "regression")
 
 
 def _paired(e: TaskEvidence, acc: PairedComparison, failed: list[str],
@@ -234,27 +143,68 @@ def below_the_setup(e: TaskEvidence) -> bool:
     return wilson(t.items - t.candidate, t.items).high < lowest
 
 
-def decide_task(e: TaskEvidence, checks: Sequence[Check], o: Options) -> TaskDecision:
+def _by_rule(e: TaskEvidence, checks: Sequence[Check], failed: list[str],
+             o: Options) -> TaskDecision:
+    """The task's decision by its rule: paired, overlap, drift or collapse."""
+    acc = e.accuracy
+    if acc is not None and o.policy == "paired":
+        return _paired(e, acc, failed, e.margin if e.margin is not None else o.margin)
+    if acc is not None:
+        if below_the_setup(e):
+            failed.append("overlap")
+        return TaskDecision(e.task, o.policy, "regression" if failed else "pass",
+                            tuple(failed))
+    drift = first(checks, e.task, "drift")
+    rule = "drift" if drift is not None and drift.run else "collapse"
+    status = "regression" if failed else ("pass" if rule == "drift" else "not judged")
+    return TaskDecision(e.task, rule, status, tuple(failed))
+
+
+EVIDENT = ("accuracy", "drift", "divergence", "forced")  # the checks whose power is evidence
+
+
+def evidence_of(e: TaskEvidence, checks: Sequence[Check], o: Options, levels: Levels) -> bool:
+    """Some check could judge the task: one that can fail it (or a divergence check that
+    showed nothing) and either could reach its level on these data, or, for a verdict check
+    or a divergence, would catch some change at all 80% of the time (judge/detect.py: a
+    candidate that changed no answer could still have shown a loss)."""
+    usable = [c for c in checks if c.run and (gating(c, o) or not c.alarmed)]
+    if any(c.testable for c in usable):
+        return True
+    kinds = {c.kind for c in usable} & set(EVIDENT)
+    return any(d.value is not None for d in task_detectable(e, levels) if d.kind in kinds)
+
+
+def unjudged(checks: Sequence[Check], o: Options) -> str:
+    """Why none of a task's checks could judge it."""
+    shown = [c.name for c in checks if c.testable and c.alarmed and not gating(c, o)]
+    if shown:
+        return (f"{', '.join(shown)} rose beyond the noise floor, and no check of the answers "
+                "could reach its level; --max-kl NATS gates on the rise")
+    run = [c for c in checks if c.run]
+    if not run:
+        return "; ".join(f"{c.name} {c.why_not}" for c in checks) or "it has no check"
+    return (f"none of its {len(run)} checks could reach its level on these items (the "
+            "smallest p-value each could give is above its share of alpha)")
+
+
+def decide_task(e: TaskEvidence, checks: Sequence[Check], o: Options,
+                levels: Levels | None = None) -> TaskDecision:
     if e.skipped:
         return TaskDecision(e.task, None, "skipped")
     if e.missing:
         return TaskDecision(e.task, None, "cannot judge", cannot_judge=e.missing)
-    failed = [c.name for c in of_task(checks, e.task) if c.alarmed]
+    mine = of_task(checks, e.task)
+    failed = [c.name for c in mine if c.alarmed and gating(c, o)]
+    shown = tuple(c.name for c in mine if c.alarmed and not gating(c, o))
     blocked = _recovery_missing(e, o)
-    acc = e.accuracy
-    if acc is not None and o.policy == "paired":
-        d = _paired(e, acc, failed, e.margin if e.margin is not None else o.margin)
-    elif acc is not None:
-        if below_the_setup(e):
-            failed.append("overlap")
-        d = TaskDecision(e.task, o.policy, "regression" if failed else "pass", tuple(failed))
-    else:
-        drift = first(checks, e.task, "drift")
-        rule = "drift" if drift is not None and drift.run else "collapse"
-        status = "regression" if failed else ("pass" if rule == "drift" else "not judged")
-        d = TaskDecision(e.task, rule, status, tuple(failed))
+    d = replace(_by_rule(e, checks, failed, o), shown=shown)
     if blocked and d.status != "regression":
-        return TaskDecision(e.task, d.rule, "cannot judge", cannot_judge=blocked, margin=d.margin)
+        return TaskDecision(e.task, d.rule, "cannot judge", cannot_judge=blocked,
+                            margin=d.margin, shown=shown)
+    found = levels or first_step_levels(checks, o.alpha)
+    if d.status == "pass" and d.rule != "paired" and not evidence_of(e, mine, o, found):
+        return replace(d, status="not judged", not_judged=unjudged(mine, o))
     return d
 
 
@@ -262,4 +212,5 @@ def decide(evidence: Sequence[TaskEvidence], o: Options,
            ) -> tuple[tuple[Check, ...], tuple[TaskDecision, ...]]:
     """The family and one decision per task, in the order given."""
     checks = adjust([c for e in evidence for c in task_checks(e, o)], o.alpha)
-    return checks, tuple(decide_task(e, checks, o) for e in evidence)
+    levels = first_step_levels(checks, o.alpha)
+    return checks, tuple(decide_task(e, checks, o, levels) for e in evidence)

@@ -208,11 +208,10 @@ def of_count(kind: str, test: CountTest, level: float) -> Detectable:
     return Detectable(kind, "answers", detectable_extra(floor, level), test.items)
 
 
-def of_divergence(test: KlTest, level: float) -> Detectable:
+def of_divergence(test: KlTest, level: float, kind: str = "divergence") -> Detectable:
     value = detectable_shift(test, level)
     floor = float(np.mean(test.noise_means)) if test.noise_means else None
-    return Detectable("divergence", "nats", value, test.items, floor=floor,
-                      runs=test.noise_runs)
+    return Detectable(kind, "nats", value, test.items, floor=floor, runs=test.noise_runs)
 
 
 def task_detectable(e: object, levels: Levels) -> tuple[Detectable, ...]:
@@ -229,7 +228,8 @@ def task_detectable(e: object, levels: Levels) -> tuple[Detectable, ...]:
         test = getattr(e, kind, None)
         if test is not None:
             found.append(of_count(kind, test, levels.of(kind)))
-    divergence = getattr(e, "divergence", None)
-    if divergence is not None and divergence.items:
-        found.append(of_divergence(divergence, levels.of("divergence")))
+    for kind in ("divergence", "forced"):
+        test = getattr(e, kind, None)
+        if test is not None and test.items:
+            found.append(of_divergence(test, levels.of(kind), kind))
     return tuple(found)

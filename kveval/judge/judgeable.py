@@ -1,14 +1,30 @@
 """Whether the runs can be judged at all: a --skip the baseline knows, error and missing items
 within --max-error-rate (the baseline held to its header's plan, a teacher-forced run owing the
-baseline's answered items only)."""
+baseline's answered items only); and, for a task the gate could not judge, what would judge it
+(`Need`, planned by judge/needs.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kveval.errors import IncomparableError, UsageError
 from kveval.formats.records import ItemRecord
 from kveval.judge.compare import Side
+
+
+@dataclass(frozen=True)
+class Need:
+    """What would let one check of a task the gate could not judge see a change: the plan of
+    these runs as a pilot (judge/plan.py)."""
+
+    task: str
+    kind: str  # accuracy, drift, or forced/divergence
+    target: float  # the change planned for: points, % of items, or a share of the KL floor
+    items: int | None  # None: no size reaches it
+    noise_runs: int | None
+    have_items: int
+    have_noise_runs: int
 
 
 def check_skip(base: Side, skip: Sequence[str]) -> None:

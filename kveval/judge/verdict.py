@@ -40,12 +40,12 @@ from kveval.judge.decide import (
     TaskDecision,
     TaskEvidence,
     decide,
-    warnings_family,
 )
 from kveval.judge.detect import Detectable, task_detectable
 from kveval.judge.floor import CountTest
+from kveval.judge.forced import Forced, check_forced, forced_divergences, forced_tasks
 from kveval.judge.inputs import Inputs, prepared
-from kveval.judge.judgeable import check_error_rate, check_skip
+from kveval.judge.judgeable import Need, check_error_rate, check_skip
 from kveval.judge.kl_test import TaskDivergence, task_divergences
 from kveval.judge.length_pool import length_pool
 from kveval.judge.pooled import pooled_accuracy
@@ -81,8 +81,8 @@ class Family:
 
 @dataclass(frozen=True)
 class Examined:
-    """What the runs show: drift and collapse, accuracy, length curves, divergence, each
-    task's evidence and the family of checks (adjusted), and the divergence warnings."""
+    """What the runs show: drift and collapse, accuracy, length curves, divergence (free
+    running and forced), each task's evidence and the family of checks (adjusted)."""
 
     comparison: Comparison
     accuracy: tuple[PairedComparison, ...]
@@ -90,9 +90,10 @@ class Examined:
     divergences: tuple[TaskDivergence, ...]
     evidence: tuple[TaskEvidence, ...]
     checks: tuple[Check, ...]
-    warnings: tuple[Check, ...]
     family: Family
     inputs: Inputs | None = None  # the runs as judged: copies counted once, bad batches apart
+    forced: tuple[TaskDivergence, ...] = ()  # teacher-forced, against the baseline's own pass
+    forced_runs: Forced | None = None
 
     @property
     def levels(self) -> Levels:
@@ -134,6 +135,8 @@ class _Found:
     divergence: dict[str, TaskDivergence]
     wrong: dict[str, CountTest]
     length_pools: dict[str, dict[int, tuple[float, float]]]
+    forced: dict[str, TaskDivergence]
+    forced_tasks: frozenset[str]
 
 
 def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> TaskEvidence:
@@ -146,6 +149,7 @@ def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> Task
     curve = found.curves.get(name)
     versus = curve.versus if curve is not None else None
     div = found.divergence.get(name)
+    forced = found.forced.get(name)
     collapse = drift.collapse
     return TaskEvidence(
         name, accuracy=found.accuracy.get(name), wrong=found.wrong.get(name),
@@ -159,15 +163,20 @@ def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> Task
         recovery=versus.recovery if versus else None,
         fewest_pairs=versus.fewest_pairs if versus else 0,
         divergence=div.test if div is not None else None,
+        forced=forced.test if forced is not None else None,
+        forced_expected=name in found.forced_tasks,
         log_probs=any(i.logprobs is not None for i in base.items if i.task == name),
         margin=task_margin(base, name))
 
 
 def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequence[Side] = (),
-            family: Family = Family(), show: int = 0) -> Examined:
+            family: Family = Family(), show: int = 0, forced: Forced | None = None) -> Examined:
     """Everything the runs show, and the family of checks on it: copies among the noise runs
-    counted once and every run's bad batch set apart first (judge/inputs.py)."""
+    counted once and every run's bad batch set apart first (judge/inputs.py); `forced`: the
+    teacher-forced passes of the baseline's answers (judge/forced.py)."""
     check_skip(base, family.skip)
+    if forced is not None:
+        check_forced(base, forced)
     inputs = prepared(base, cand, noises)
     base, cand, noises = inputs.baseline, inputs.candidate, inputs.noises
     comparison = compare_sides(base, cand, show=show, noises=noises, repeats=repeats,
@@ -177,25 +186,32 @@ def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequen
     divergences = tuple(task_divergences(comparison.pairing.pairs,
                                          [p.pairs for p in comparison.noise_pairings],
                                          family.max_kl))
-    check_max_kl(family, base, noises, divergences)
+    forced_found = forced_divergences(forced, family.max_kl) if forced else ()
+    check_max_kl(family, base, noises, divergences, forced)
     wrong = {a.task: t for a in judged
              if (t := pooled_accuracy(a.task, base, noises, cand, a.metric)) is not None}
     pools = {task: length_pool(task, base, noises, cand) for task in curves}
     found = _Found({t.task: t for t in comparison.tasks}, {a.task: a for a in judged},
-                   curves, {d.task: d for d in divergences}, wrong, pools)
+                   curves, {d.task: d for d in divergences}, wrong, pools,
+                   {d.task: d for d in forced_found}, forced_tasks(forced))
     names = dict.fromkeys([*(item.task for item in base.items),
                            *(t.task for t in comparison.tasks)])
     evidence = tuple(_evidence(n, found, base, family.skip) for n in names)
     options = Options(alpha=family.alpha, max_kl=family.max_kl,
                       min_recovery=family.min_recovery)
     checks, _ = decide(evidence, options)
-    return Examined(comparison, judged, curves, divergences, evidence, checks,
-                    warnings_family(evidence, options), family, inputs)
+    return Examined(comparison, judged, curves, divergences, evidence, checks, family,
+                    inputs, forced_found, forced)
 
 
 def check_max_kl(family: Family, base: Side, noises: Sequence[Side],
-                 divergences: Sequence[TaskDivergence]) -> None:
+                 divergences: Sequence[TaskDivergence], forced: Forced | None = None) -> None:
     if family.max_kl is None:
+        return
+    if forced is not None:
+        if not forced.noises:
+            raise UsageError("--max-kl judges the forced KL against forced restarts: give "
+                             "--noise-forced N")
         return
     if not any(item.logprobs is not None for item in base.items):
         raise UsageError("--max-kl: the baseline has no log-probabilities (run the baseline, "
@@ -215,6 +231,7 @@ class GateReport:
     setup: Setup
     examined: Examined
     decisions: tuple[TaskDecision, ...]
+    needs: tuple[Need, ...] = ()  # what would judge the tasks not judged (judge/needs.py)
 
     @property
     def comparison(self) -> Comparison:
@@ -237,11 +254,16 @@ class GateReport:
         return any(d.status == "cannot judge" for d in self.decisions)
 
     @property
+    def judged_nothing(self) -> bool:
+        """No task could be judged: no verdict without evidence either way."""
+        return not any(d.judged for d in self.decisions)
+
+    @property
     def verdict(self) -> str:
         """A found regression outranks a task that could not be judged."""
         if self.regression:
             return "regression"
-        return "cannot judge" if self.cannot_judge else "pass"
+        return "cannot judge" if self.cannot_judge or self.judged_nothing else "pass"
 
     @property
     def exit_code(self) -> int:
@@ -250,18 +272,19 @@ class GateReport:
 
 def gate(baseline: Side, candidate: Side, noises: Sequence[Side] = (), *,
          policy: str = "overlap", margin: float = DEFAULT_MARGIN, max_error_rate: float = 0.0,
-         repeats: Sequence[Side] = (), family: Family = Family()) -> GateReport:
+         repeats: Sequence[Side] = (), family: Family = Family(),
+         forced: Forced | None = None) -> GateReport:
     """Judge a candidate run; raise IncomparableError when it cannot be judged at all."""
     if policy not in POLICIES or family.metric not in METRICS:
         raise ValueError(f"unknown policy {policy!r} or metric {family.metric!r}")
     check_skip(baseline, family.skip)
     setup = inspect_setup(baseline, candidate, noises[0] if noises else None, noises[1:],
                           repeats)
-    examined = examine(baseline, candidate, noises, repeats, family)
+    examined = examine(baseline, candidate, noises, repeats, family, forced=forced)
     check_error_rate(baseline, [candidate, *noises], max_error_rate, family.skip)
     options = Options(policy, margin, family.alpha, family.max_kl, family.min_recovery)
     _, decisions = decide(examined.evidence, options)
-    if all(d.status in ("not judged", "skipped") for d in decisions):
+    if all(d.skipped or d.rule == "collapse" for d in decisions):
         raise IncomparableError("nothing to judge: no task has ground truth (correct is null) "
                                 "and no --noise run was given to measure drift against")
     return GateReport(policy, margin, family.metric, setup, examined, decisions)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kveval.judge.calibration import false_alarm_note
-from kveval.judge.checks import Check, first
+from kveval.judge.checks import KL_KINDS, Check, first
+from kveval.judge.kl_test import KlTest
 from kveval.judge.verdict import Examined
 from kveval.show.blocks import Block, Table
 from kveval.show.words import count_sentence, p_text, p_value, testable
@@ -48,16 +49,42 @@ def check_lines(ex: Examined, accuracy: bool = True) -> list[Block]:
     return lines
 
 
+def shown_checks(ex: Examined) -> list[Check]:
+    """The divergence checks significant without --max-kl: stated, never deciding."""
+    if ex.family.max_kl is not None:
+        return []
+    return [c for c in ex.checks if c.alarmed and c.kind in KL_KINDS]
+
+
+def kl_test_of(ex: Examined, c: Check) -> KlTest | None:
+    e = next((e for e in ex.evidence if e.task == c.task), None)
+    return None if e is None else (e.forced if c.kind == "forced" else e.divergence)
+
+
+def rise_words(ex: Examined, c: Check) -> str:
+    """A divergence check's rise in nats and over the floor: "gsm8k forced KL +0.0012 nats
+    (+6.1% over the floor)"."""
+    test = kl_test_of(ex, c)
+    what = f"{c.task} {'forced KL' if c.kind == 'forced' else 'KL'}"
+    if test is None:
+        return what
+    rise = test.candidate_kl - test.noise_kl
+    over = (f"{100 * rise / test.noise_kl:+.1f}% over the floor" if test.noise_kl > 0
+            else "from a floor of 0")
+    return f"{what} {rise:+.2g} nats ({over})"
+
+
 def warnings_sentence(ex: Examined) -> str:
-    """Divergence beyond the noise floor without --max-kl: stated, never deciding."""
-    shown = [c for c in ex.warnings if c.alarmed]
+    """Divergence beyond the noise floor without --max-kl, with its size."""
+    shown = shown_checks(ex)
     if not shown:
         return ""
     worst = max(c.adjusted_p for c in shown)
     assumed = ("; with fewer than three noise runs the restarts' own spread of KL is assumed"
                if len(ex.comparison.noises) < 3 else "")
-    return (f"next-token distributions moved beyond the noise floor in "
-            f"{', '.join(c.task for c in shown)} (Holm-adjusted {p_text(worst)}{assumed})")
+    return (f"next-token distributions moved beyond the noise floor: "
+            f"{', '.join(rise_words(ex, c) for c in shown)} (Holm-adjusted {p_text(worst)}"
+            f"{assumed}; --max-kl NATS gates on it)")
 
 
 def calibration_notes(noise_runs: int, max_kl: bool) -> list[str]:

@@ -2,8 +2,9 @@
 
 Worded like the drift line: "q8_0 raised the mean per-token KL from 0.0002 (restart) to
 0.011 nats on 16 items (per-item means; one-sided permutation within items): beyond the noise
-floor shown at alpha 0.05 (p = 0.0004; Holm-adjusted over 6 checks, p = 0.0024)". With
---max-kl the test is a check of the gate's family; without, a warning of its own family.
+floor shown at alpha 0.05 (p = 0.0004; Holm-adjusted over 6 checks, p = 0.0024)". Each test is
+a check of the gate's family; with --max-kl it can fail the task. The teacher-forced passes
+are drawn the same way, each against the baseline's own forced pass.
 """
 
 from __future__ import annotations
@@ -57,12 +58,10 @@ def divergence_table(tasks: Sequence[TaskDivergence], candidate: str,
                   "mean |dlogp|", "flip margin (n)"), tuple(rows))
 
 
-def kl_check(ex: Examined, task: str) -> tuple[Check | None, int, str]:
-    """The task's divergence check, the size of its family and what it counts: the gate's
-    checks with --max-kl, else the warnings' own family, apart from the gate's."""
-    if ex.family.max_kl is not None:
-        return first(ex.checks, task, "divergence"), testable(ex.checks), "check"
-    return first(ex.warnings, task, "divergence"), testable(ex.warnings), "warning"
+def kl_check(ex: Examined, task: str, kind: str = "divergence",
+             ) -> tuple[Check | None, int, str]:
+    """The task's divergence (or forced) check and the size of its family."""
+    return first(ex.checks, task, kind), testable(ex.checks), "check"
 
 
 def kl_sentence(t: TaskDivergence, candidate: str, noises: Sequence[str],
@@ -105,6 +104,24 @@ def divergence_blocks(ex: Examined) -> list[Block]:
                      "log-probability where the tokens first differ (median, items)"]
 
 
+def forced_blocks(ex: Examined) -> list[Block]:
+    """The forced passes: each run's forced KL against the baseline's own forced pass, and
+    one sentence per task."""
+    tasks = [t for t in ex.forced if t.task not in ex.family.skip]
+    if not tasks or ex.forced_runs is None:
+        return []
+    candidate = one_line(ex.forced_runs.candidate.label)
+    noises = [one_line(n.label) for n in ex.forced_runs.noises]
+    reference = one_line(ex.forced_runs.baseline.label)
+    blocks: list[Block] = [
+        Heading(f"teacher-forced divergence (each forced pass against {reference}, the "
+                "baseline's answers forced on its own server)"),
+        divergence_table(tasks, candidate, noises)]
+    return blocks + [f"{t.task} forced: "
+                     f"{kl_sentence(t, candidate, noises, *kl_check(ex, t.task, 'forced'))}"
+                     for t in tasks]
+
+
 def summary_json(d: Divergence | None) -> dict[str, Any] | None:
     if d is None:
         return None
@@ -126,7 +143,8 @@ def task_json(t: TaskDivergence, candidate: str, noises: Sequence[str],
         "p_value": t.test.p_value, "shift": t.test.shift,
         "adjusted_p": None if check is None else check.adjusted_p,
         "beyond_floor": None if check is None else check.alarmed,
-        "in_family": t.max_kl is not None}
+        "in_family": check is not None and check.run,
+        "gating": t.max_kl is not None}
     data["summary"] = kl_sentence(t, candidate, noises, check, family, noun)
     if t.max_kl is not None:
         data["max_kl"] = t.max_kl
@@ -135,12 +153,19 @@ def task_json(t: TaskDivergence, candidate: str, noises: Sequence[str],
 
 def add_json(data: dict[str, Any], ex: Examined) -> dict[str, Any]:
     """Each task entry of a compare or gate JSON gets its "divergence" (null without
-    log-probabilities)."""
+    log-probabilities) and its "forced_divergence" (null without forced runs)."""
     found = {t.task: t for t in ex.divergences}
+    forced = {t.task: t for t in ex.forced}
     candidate = ex.comparison.candidate.label
     noises = [n.label for n in ex.comparison.noises]
+    runs = ex.forced_runs
+    forced_cand = runs.candidate.label if runs else candidate
+    forced_noises = [n.label for n in runs.noises] if runs else noises
     for entry in data.get("tasks", []):
-        t = found.get(entry.get("task"))
+        t, f = found.get(entry.get("task")), forced.get(entry.get("task"))
         entry["divergence"] = (task_json(t, candidate, noises, *kl_check(ex, t.task))
                                if t else None)
+        entry["forced_divergence"] = (task_json(f, forced_cand, forced_noises,
+                                                *kl_check(ex, f.task, "forced"))
+                                      if f else None)
     return data

@@ -15,7 +15,7 @@ from kveval.show.checks_view import (
 )
 from kveval.show.compare_view import collapse_table
 from kveval.show.curves import headed
-from kveval.show.divergence import divergence_blocks
+from kveval.show.divergence import divergence_blocks, forced_blocks
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
 from kveval.show.seen import detectable_lines
 from kveval.show.words import (
@@ -23,6 +23,7 @@ from kveval.show.words import (
     accuracy_text,
     drift_sentence,
     instability_sentence,
+    need_sentence,
     overlap_sentence,
     paired_sentence,
     plural,
@@ -74,6 +75,8 @@ def decision_reason(d: TaskDecision, r: GateReport) -> str:
     drift = next((t for t in r.comparison.tasks if t.task == d.task), None)
     if d.skipped:
         return "skipped (--skip)"
+    if d.not_judged is not None:
+        return f"not judged: {d.not_judged}{need_words(r, d.task)}"
     if d.cannot_judge is not None and d.rule != "paired":
         return f"cannot judge: {d.cannot_judge}"
     if d.rule == "paired" and comp is not None:
@@ -120,22 +123,44 @@ def _failures(r: GateReport) -> list[str]:
     return found
 
 
-def gate_summary(r: GateReport) -> str:
+def need_words(r: GateReport, task: str) -> str:
+    """What would judge a task, from the plan of these runs: "; 2,400 items and 2 noise runs
+    would catch a loss of 2 points 80% of the time (kveval plan)"."""
+    said = [need_sentence(n) for n in r.needs if n.task == task]
+    return f"; {'; '.join(said)} (kveval plan)" if said else ""
+
+
+def _rule(r: GateReport) -> str:
     ex = r.examined
     rule = f"policy {r.policy}" + (f", margin {r.margin:g} points" if r.policy == "paired" else "")
-    rule += f", alpha {ex.family.alpha:g}, {plural(testable(ex.checks), 'check')}"
-    unjudged = [d.task for d in r.decisions if d.status == "cannot judge"]
+    return rule + f", alpha {ex.family.alpha:g}, {plural(testable(ex.checks), 'check')}"
+
+
+def _aside(r: GateReport) -> str:
+    """What a verdict names beside itself: tasks skipped and tasks not judged."""
     skipped = [d.task for d in r.decisions if d.skipped]
-    extra = f"; skipped {', '.join(skipped)}" if skipped else ""
-    warned = warnings_sentence(ex)
+    idle = [d.task for d in r.decisions if d.status == "not judged"]
+    return ((f"; skipped {', '.join(skipped)}" if skipped else "")
+            + (f"; not judged: {', '.join(idle)}" if idle else ""))
+
+
+def gate_summary(r: GateReport) -> str:
+    rule, extra = _rule(r), _aside(r)
+    unjudged = [d.task for d in r.decisions if d.status == "cannot judge"]
+    warned = warnings_sentence(r.examined)
+    warned = f"; {warned}" if warned else ""
     failed = _failures(r)
     if failed:
         more = f"; cannot judge {', '.join(unjudged)}" if unjudged else ""
-        return f"gate: REGRESSION in {', '.join(failed)} ({rule}{more}{extra}); exit 1"
+        return f"gate: REGRESSION in {', '.join(failed)}{warned} ({rule}{more}{extra}); exit 1"
     if unjudged:
         return (f"gate: CANNOT JUDGE {', '.join(unjudged)} ({rule}{extra}); exit 2; "
                 f"--skip {' --skip '.join(unjudged)} judges the rest")
-    return f"gate: PASS{'; ' + warned if warned else ''} ({rule}{extra}); exit 0"
+    if r.judged_nothing:
+        return (f"gate: CANNOT JUDGE: no check of any task could reach its level, so no "
+                f"verdict either way{warned} ({rule}{extra}); exit 2; what would judge each "
+                "task is said above it")
+    return f"gate: PASS{warned} ({rule}{extra}); exit 0"
 
 
 def information_lines(ex: Examined, policy: str) -> list[Block]:
@@ -180,6 +205,7 @@ def gate_blocks(r: GateReport) -> list[Block]:
     blocks += [Heading("collapse"), collapse_table(c), REPETITION_NOTE]
     blocks += headed(ex.curves, ex.checks)
     blocks += divergence_blocks(ex)
+    blocks += forced_blocks(ex)
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
     blocks += [Note(n) for n in notices(ex)]
     return blocks + [gate_summary(r)]

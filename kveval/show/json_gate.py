@@ -3,6 +3,7 @@ and its evidence, the family, what it could have seen; a contract other tools re
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kveval.judge.checks import first, of_task
@@ -32,7 +33,8 @@ from kveval.show.words import (
 def decision_json(d: TaskDecision, r: GateReport) -> dict[str, Any]:
     return {"task": d.task, "rule": d.rule, "passed": d.passed, "status": d.status,
             "outcome": d.outcome, "failed": list(d.failed), "cannot_judge": d.cannot_judge,
-            "skipped": d.skipped, "margin_points": d.margin,
+            "skipped": d.skipped, "margin_points": d.margin, "shown": list(d.shown),
+            "not_judged": d.not_judged,
             "checks": [check_json(c) for c in of_task(r.checks, d.task)],
             "reason": decision_reason(d, r)}
 
@@ -67,6 +69,7 @@ def gate_json(r: GateReport) -> dict[str, Any]:
                    "collapse": (collapse_json(drifts[d.task].collapse, r.checks, d.task, cand)
                                 if d.task in drifts else None)}
                   for d in r.decisions],
+        "needs": [dataclasses.asdict(n) for n in r.needs],
         "summary": gate_summary(r),
     }
     return attach_detectable(add_json(attach(data, ex.curves, ex.checks), ex), ex)

@@ -22,7 +22,7 @@ from kveval.judge.verdict import (
     Setup,
 )
 from kveval.show.blocks import Block, Heading, Note, Rendered, SideBySide, Table
-from kveval.show.checks_view import notice_items, warnings_sentence
+from kveval.show.checks_view import notice_items, shown_checks, warnings_sentence
 from kveval.show.curves import attach
 from kveval.show.divergence import add_json
 from kveval.show.score_view import TaskExtras
@@ -185,7 +185,7 @@ def family_json(ex: Examined) -> dict[str, Any]:
     return {"alpha": ex.family.alpha, "checks": [check_json(c) for c in ex.checks],
             "family_size": testable(ex.checks), "family_weight": family_weight(ex.checks),
             "weights": dict(WEIGHTS),
-            "warnings": [check_json(c) for c in ex.warnings if c.alarmed]
+            "warnings": [check_json(c) for c in shown_checks(ex)]
             + [{"kind": kind, "text": text} for kind, text in notice_items(ex)],
             "warning": warnings_sentence(ex) or None}
 

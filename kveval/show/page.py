@@ -16,6 +16,7 @@ from typing import Any
 from kveval.errors import KvevalError
 from kveval.formats.records import ItemRecord
 from kveval.judge.compare import Pair, Side, by_task
+from kveval.judge.forced import Forced
 from kveval.judge.verdict import (
     Examined,
     Family,
@@ -47,6 +48,7 @@ class Inputs:
     policy: str
     margin: float | None
     family: Family = Family()  # --metric, --alpha, --max-kl, --min-recovery, effective length
+    forced: Forced | None = None  # the teacher-forced passes (judge/forced.py)
 
 
 def page_data(inputs: Inputs, result: GateReport | None, error: str | None,
@@ -75,7 +77,8 @@ def _judged(inputs: Inputs, base: Side, cand: Side, extras: Extras | None,
     found: list[Examined | None] = [examined]
 
     def family() -> Examined:
-        got = found[0] or examine(base, cand, inputs.noise, inputs.repeats, inputs.family)
+        got = found[0] or examine(base, cand, inputs.noise, inputs.repeats, inputs.family,
+                                  forced=inputs.forced)
         found[0] = got
         return got
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kveval.judge.checks import WEIGHTS
+from kveval.judge.checks import KL_KINDS, WEIGHTS
 from kveval.judge.detect import POWER, Detectable
 from kveval.judge.verdict import Examined
 from kveval.show.words import plural
@@ -40,8 +40,8 @@ def _divergence(d: Detectable) -> str:
 def detectable_sentence(d: Detectable) -> str:
     if d.kind == "accuracy":
         return _accuracy(d)
-    if d.kind == "divergence":
-        return _divergence(d)
+    if d.kind in KL_KINDS:
+        return ("forced: " if d.kind == "forced" else "") + _divergence(d)
     what = WHAT.get(d.kind, d.kind)
     if d.value is None:
         return f"no number of extra {what} up to all {d.items} would show"
@@ -58,7 +58,7 @@ def detectable_lines(ex: Examined) -> list[str]:
 def detectable_json(d: Detectable) -> dict[str, Any]:
     return {"kind": d.kind, "unit": d.unit, "value": d.value, "items": d.items,
             "flip_rate": d.flip_rate, "ceiling": d.ceiling, "power": POWER,
-            **({"floor": d.floor, "noise_runs": d.runs} if d.kind == "divergence" else {}),
+            **({"floor": d.floor, "noise_runs": d.runs} if d.kind in KL_KINDS else {}),
             "summary": detectable_sentence(d)}
 
 

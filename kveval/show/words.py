@@ -10,6 +10,7 @@ from kveval.judge.checks import ALPHA, Check
 from kveval.judge.collapse import NGRAM, REPETITION_SAMPLE, Collapse
 from kveval.judge.compare import Drift, TaskDrift
 from kveval.judge.floor import CountTest
+from kveval.judge.judgeable import Need
 from kveval.judge.spread import PRIORS
 from kveval.judge.stats import Interval
 from kveval.judge.verdict import Accuracy, PairedComparison
@@ -264,3 +265,19 @@ def collapse_text(c: Collapse) -> tuple[str, str, str]:
 
 REPETITION_NOTE = (f"repetition: the share of each answer's word {NGRAM}-grams that repeat an "
                    f"earlier one, averaged over the first {REPETITION_SAMPLE:,} answers per task")
+
+
+NEED_UNITS = {"accuracy": "a loss of {:g} points", "drift": "{:g}% of its items changed",
+              "forced": "a forced KL rise of {:.0%} over the floor"}
+
+
+def need_sentence(n: Need) -> str:
+    """What would judge one check of a task: "about 2,400 items and 2 noise runs would catch a
+    loss of 2 points 80% of the time (this run has 24 items and 1 noise run)"."""
+    what = NEED_UNITS.get(n.kind, "{}").format(n.target)
+    runs = "noise runs" if n.kind != "forced" else "forced restarts"
+    have = f"these runs have {n.have_items:,} items and {plural(n.have_noise_runs, 'noise run')}"
+    if n.items is None or n.noise_runs is None:
+        return f"no size with up to 8 {runs} would catch {what} 80% of the time ({have})"
+    return (f"about {n.items:,} items and {n.noise_runs} {runs} would catch {what} 80% of the "
+            f"time ({have})")
