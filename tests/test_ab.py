@@ -17,15 +17,20 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FAKE = f"{sys.executable} {REPO / 'tests' / 'ab_server.py'}"
 Q8 = "--cache-type-k q8_0 --cache-type-v q8_0"
+PROMPTS = 40  # enough for drift to see 8 changed answers: a suite the gate can judge
+
+
+def write_suite(tmp_path: Path, prompts: int) -> Path:
+    found = tmp_path / "prompts.txt"
+    found.write_text("".join(f"Prompt number {i}: say something.\n" for i in range(prompts)))
+    path = tmp_path / "suite.toml"
+    path.write_text(f'[[task]]\nname = "prompts"\ndata = "{found}"\n')
+    return path
 
 
 @pytest.fixture
 def suite(tmp_path: Path) -> Path:
-    prompts = tmp_path / "prompts.txt"
-    prompts.write_text("What is 2+2?\nName a colour.\nSay hi.\nCount to three.\n")
-    path = tmp_path / "suite.toml"
-    path.write_text(f'[[task]]\nname = "prompts"\ndata = "{prompts}"\n')
-    return path
+    return write_suite(tmp_path, PROMPTS)
 
 
 def serve(tmp_path: Path, extra: str = "") -> str:
@@ -88,15 +93,38 @@ def test_ab_gives_the_verdict_and_what_the_change_bought(tmp_path: Path, suite: 
     assert gate["trade"]["baseline"]["output_tokens_per_s"] > 0
     assert gate["trade"]["candidate"]["setup"]["server_args"] == Q8
     assert "Trade: what the change bought" in (tmp_path / "ab" / "report.html").read_text()
-    assert len(sent(tmp_path)) == 3 * 4  # baseline, noise1, candidate: 4 items each
+    assert len(sent(tmp_path)) == 3 * PROMPTS  # baseline, noise1, candidate
     assert pids(tmp_path) and not any(alive(pid) for pid in pids(tmp_path))
+
+
+def test_the_candidate_is_sent_like_a_restart(tmp_path: Path, suite: Path) -> None:
+    assert ab(tmp_path, suite).returncode == 0
+    orders = {label: json.loads((tmp_path / "ab" / f"{label}.jsonl").open().readline())
+              for label in ("baseline", "noise1", "candidate")}
+    assert orders["baseline"]["order"] == "data"
+    assert orders["noise1"]["order"] == orders["candidate"]["order"] == "shuffle"
+    assert orders["noise1"]["order_seed"] != orders["candidate"]["order_seed"]
+
+
+def test_a_suite_too_small_for_any_check_cannot_be_judged(tmp_path: Path) -> None:
+    done = ab(tmp_path, write_suite(tmp_path, 4), "--json")
+    assert done.returncode == 2, done.stderr
+    gate = json.loads((tmp_path / "ab" / "gate.json").read_text())
+    assert gate["verdict"] == "cannot judge" and gate["exit_code"] == 2
+    assert gate["tasks"][0]["status"] == "not judged"
+    assert "could reach its level" in gate["tasks"][0]["not_judged"]
+    assert gate["needs"] and gate["needs"][0]["task"] == "prompts"
+    text = ab(tmp_path, write_suite(tmp_path, 4))
+    assert "gate: CANNOT JUDGE: no check of any task could reach its level" in text.stdout
+    assert "noise runs would catch" in text.stdout  # what would make it judgeable
 
 
 def test_text_and_markdown_show_the_trade_beside_the_verdict(tmp_path: Path,
                                                              suite: Path) -> None:
     text = ab(tmp_path, suite)
     assert text.returncode == 0, text.stderr
-    assert "candidate: KV 0.53x the bytes per token (restarts 1.00-1.00x)" in text.stdout
+    assert ("candidate: KV 0.53x the bytes per token (the baseline and its restarts "
+            "1.00-1.00x); 1.88x the tokens in the same memory") in text.stdout
     markdown = ab(tmp_path, suite, "--markdown")
     assert "KV 0\\.53x the bytes per token" in markdown.stdout
     assert "| baseline |" in markdown.stdout
@@ -108,8 +136,8 @@ def test_text_and_markdown_show_the_trade_beside_the_verdict(tmp_path: Path,
     ("die:3", "died while serving (exit code 134)"),
 ])
 def test_a_server_fault_is_one_line_exit_2_and_no_process_left(
-        tmp_path: Path, suite: Path, fault: str, words: str) -> None:
-    done = ab(tmp_path, suite, "--ready-timeout", "3",
+        tmp_path: Path, fault: str, words: str) -> None:
+    done = ab(tmp_path, write_suite(tmp_path, 4), "--ready-timeout", "3",
               serve_cmd=serve(tmp_path, f"--fault {fault}"))
     assert done.returncode == 2
     line = last_line(done.stderr)
@@ -138,11 +166,11 @@ def test_a_port_held_after_the_stop_is_one_line(tmp_path: Path, suite: Path) -> 
 
 def test_an_interrupted_experiment_resumes_and_sends_nothing_answered_twice(
         tmp_path: Path, suite: Path) -> None:
-    cmd = command(tmp_path, suite, serve_cmd=serve(tmp_path, "--latency 0.3"))
+    cmd = command(tmp_path, suite, serve_cmd=serve(tmp_path, "--latency 0.05"))
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=environment())
     deadline = time.monotonic() + 60
-    while len(sent(tmp_path)) < 6 and time.monotonic() < deadline:  # noise1 half done
+    while len(sent(tmp_path)) < PROMPTS * 3 // 2 and time.monotonic() < deadline:  # noise1 half
         time.sleep(0.05)
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=60)
@@ -151,10 +179,10 @@ def test_an_interrupted_experiment_resumes_and_sends_nothing_answered_twice(
     assert "interrupted (SIGTERM); the server it started was stopped" in line
     assert "baseline.jsonl finished" in line and "noise1.jsonl" in line
     assert not any(alive(pid) for pid in pids(tmp_path))
-    done = ab(tmp_path, suite, serve_cmd=serve(tmp_path, "--latency 0.3"))
+    done = ab(tmp_path, suite, serve_cmd=serve(tmp_path, "--latency 0.05"))
     assert done.returncode == 0, done.stderr
     assert "baseline: finished on file; not started" in done.stderr
-    assert 12 <= len(sent(tmp_path)) <= 12 + 1  # at most the one request in flight again
+    assert 3 * PROMPTS <= len(sent(tmp_path)) <= 3 * PROMPTS + 1  # at most the one in flight
 
 
 def test_changed_arguments_are_refused_with_the_difference(tmp_path: Path,
@@ -171,7 +199,13 @@ def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path, suite: Path)
     assert "start 1: baseline: " in done.stdout and "start 3: candidate: " in done.stdout
     assert "ab_server.py --port '{port}'" in done.stdout and Q8 in done.stdout
     assert "noise1.jsonl (--order shuffle): new" in done.stdout
+    assert "candidate.jsonl (--order shuffle): new" in done.stdout
+    assert "forced" not in done.stdout
     assert not pids(tmp_path) and not (tmp_path / "ab").exists()
+    forcing = ab(tmp_path, suite, "--dry-run", "--teacher-force", "on")
+    assert forcing.returncode == 0, forcing.stderr
+    start = forcing.stdout.split("start 2:")[0]  # the baseline's own server forces too
+    assert "baseline-forced.jsonl (--order data, teacher-forcing the baseline's answers)" in start
 
 
 def test_a_missing_program_or_port_is_one_line(tmp_path: Path, suite: Path) -> None:

@@ -1,7 +1,10 @@
 """`kveval ab` on llama.cpp's own llama-server (`make llama-server`, integration): an f16
-against a q8_0 KV cache on a tiny suite, one command from the two setups to gate.json with
-a verdict and the trade the server's log tells (`-lv 4` makes llama-server print its KV
-cache's size)."""
+against a q8_0 KV cache on a small suite, teacher-forced, from the two setups to gate.json.
+
+llama.cpp on a CPU is deterministic: a forced restart repeats the baseline's own forced pass
+bit for bit (KL 0), so a cache that moves any distribution shows with `--max-kl 0`. The server
+runs at its default verbosity: the trade's KV bytes per token come from the model file's
+header and the cache types of the command line, not from a log line it does not print."""
 
 from __future__ import annotations
 
@@ -26,35 +29,50 @@ pytestmark = [
                        reason="no llama-server (make test builds it) or no bundled model"),
 ]
 PROMPTS = ["Name three colours.", "What is the capital of France?", "Say hello.",
-           "Count from one to five."]
+           "Count from one to five.", "Name a fruit.", "What is two plus two?",
+           "Say goodbye.", "Name an animal."]
 
 
-def test_ab_f16_against_q8_0_gives_a_verdict_and_the_trade(tmp_path: Path) -> None:
+def ab(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("\n".join(PROMPTS) + "\n")
     suite = tmp_path / "suite.toml"
-    suite.write_text(f'[[task]]\nname = "prompts"\ndata = "{prompts}"\nmax_tokens = 32\n')
-    model = engine_setup.bundled_model_path()
-    serve = shlex.join([str(BINARY), "-m", str(model), "--host", "127.0.0.1", "--port",
-                        "{port}", "-np", "2", "-c", "4096", "-fa", "on",
+    suite.write_text(f'[[task]]\nname = "prompts"\ndata = "{prompts}"\nmax_tokens = 16\n')
+    serve = shlex.join([str(BINARY), "-m", str(engine_setup.bundled_model_path()), "--host",
+                        "127.0.0.1", "--port", "{port}", "-np", "2", "-c", "4096", "-fa", "on",
                         "-t", str(engine_setup.available_cpus()), "--no-webui",
-                        "--no-cache-idle-slots", "-lv", "4"])
-    done = subprocess.run(
+                        "--no-cache-idle-slots"])
+    return subprocess.run(
         [sys.executable, "-m", "kveval.cli", "ab", "--serve", serve,
          "--baseline", "-ctk f16 -ctv f16", "--candidate", "-ctk q8_0 -ctv q8_0",
          "--noise-runs", "1", "--suite", str(suite), "--concurrency", "2",
-         "--teacher-force", "off", "-o", str(tmp_path / "ab"), "--json"],
+         "--teacher-force", "on", "-o", str(tmp_path / "ab"), "--json", *extra],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_ab_f16_against_q8_0_judges_the_forced_passes_and_the_trade(tmp_path: Path) -> None:
+    done = ab(tmp_path)
     assert done.returncode in (0, 1), done.stderr
-    gate = json.loads((tmp_path / "ab" / "gate.json").read_text())
-    assert gate["verdict"] in ("pass", "fail")
+    folder = tmp_path / "ab"
+    assert (folder / "baseline-forced.jsonl").is_file()
+    gate = json.loads((folder / "gate.json").read_text())
+    task = gate["tasks"][0]
+    forced = task["forced_divergence"]
+    assert forced["noise_runs"][0]["kl_mean"] == 0  # a forced restart repeats the reference
+    assert forced["kl_mean"] > 0  # q8_0 moved the distributions
+    check = next(c for c in gate["checks"] if c["kind"] == "forced")
+    assert check["p_value"] < check["level"]  # the rise is shown
+    assert "forced" in task["shown"] and gate["exit_code"] == 0  # without --max-kl: named
+    header = json.loads((folder / "candidate.jsonl").open().readline())
+    assert header["order"] == "shuffle"
     trade = gate["trade"]
-    assert trade["baseline"]["kv_tokens"] == 4096 == trade["candidate"]["kv_tokens"]
-    # the log's `llama_kv_cache: size = ...` line (at -lv 4): q8_0 is 34 bytes per 32 values
+    for run in (trade["baseline"], trade["candidate"], *trade["noise"]):
+        assert run["kv_bytes_per_token"] > 0 and run["kv_source"].endswith("model file (bytes)")
     assert trade["ratio"]["kv_bytes_per_token"]["ratio"] == pytest.approx(34 / 64, rel=0.01)
-    assert trade["candidate"]["kv_cache_type"] == "q8_0"
-    assert trade["baseline"]["output_tokens_per_s"] > 0
-    assert trade["candidate"]["latency_p50_s"] > 0
-    assert "server_args" in trade["candidate"]["setup"]
-    print(json.dumps(trade, indent=1))
+    assert trade["ratio"]["kv_bytes_per_token"]["noise_range"] == [1.0, 1.0]
+    assert trade["ratio"]["kv_tokens"]["ratio"] == 1.0  # -c 4096 either way
+    again = ab(tmp_path, "--max-kl", "0")  # the same experiment, judged on any rise
+    assert again.returncode == 1, again.stderr
+    assert again.stderr.count("finished on file; not started") == 3
+    assert json.loads(again.stdout)["tasks"][0]["failed"] == ["forced"]

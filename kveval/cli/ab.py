@@ -35,8 +35,9 @@ SERVE_HELP = ("The server command, `{port}` where the port goes, e.g. \"llama-se
               help="Requests in flight at once in every run.")
 @click.option("--teacher-force", type=click.Choice(["auto", "on", "off"]), default="auto",
               show_default=True,
-              help="Each server after the baseline's also scores the baseline's answers while "
-                   "it is up (auto: where the server offers a method that works).")
+              help="Each server, the baseline's own too, also scores the baseline's answers "
+                   "while it is up; the gate judges each forced pass against the baseline's "
+                   "(auto: where the server offers a method that works).")
 @click.option("--speed", is_flag=True,
               help="A short fixed streaming load on each server (the suite's [speed] table).")
 @click.option("--ready-timeout", type=options.Finite(min=1), default=600.0, show_default=True,
@@ -77,13 +78,18 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
 
 def _gate_args(folder: Path, noise_runs: int, policy: str, margin: float | None,
                family: dict[str, Any]) -> Any:
+    """The gate of the runs made: the forced runs beside the free ones where the experiment
+    forced (ab.json says whether it did)."""
     from kveval.cli.gating import GateArgs
-    from kveval.run.ab.plan import BASELINE, CANDIDATE, Folder, labels
+    from kveval.run.ab.plan import Folder, gate_files
+    from kveval.run.ab.state import read_state
 
     runs = Folder(folder)
-    noise = tuple(str(runs.run(label)) for label in labels(noise_runs)[1:-1])
-    return GateArgs(str(runs.run(BASELINE)), str(runs.run(CANDIDATE)), noise, (), policy,
-                    options.gate_margin(policy, margin), options.family(**family))
+    state = read_state(runs.state)
+    files = gate_files(runs, noise_runs, bool(state and state.forcing))
+    return GateArgs(str(files.baseline), str(files.candidate), tuple(map(str, files.noise)), (),
+                    policy, options.gate_margin(policy, margin), options.family(**family),
+                    tuple(map(str, files.forced)))
 
 
 def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,

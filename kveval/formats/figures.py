@@ -25,7 +25,8 @@ class KvPool(msgspec.Struct, frozen=True, omit_defaults=True):
     cache_type: str | None = None  # e.g. q8_0, or "K q8_0, V f16"
     max_concurrency: float | None = None  # vLLM: requests of `at_tokens` that fit at once
     at_tokens: int | None = None
-    said: tuple[str, ...] = ()  # the log lines the figures come from
+    said: tuple[str, ...] = ()  # the log lines (or model facts) the figures come from
+    source: str = "server log"  # or "model file", "config.json": where the bytes came from
 
 
 class Sending(msgspec.Struct, frozen=True):

@@ -160,14 +160,14 @@ def _by_rule(e: TaskEvidence, checks: Sequence[Check], failed: list[str],
     return TaskDecision(e.task, rule, status, tuple(failed))
 
 
-EVIDENT = ("accuracy", "drift", "divergence", "forced")  # the checks whose power is evidence
+EVIDENT = ("accuracy", "drift")  # the checks whose power is evidence where their p is not
 
 
 def evidence_of(e: TaskEvidence, checks: Sequence[Check], o: Options, levels: Levels) -> bool:
     """Some check could judge the task: one that can fail it (or a divergence check that
-    showed nothing) and either could reach its level on these data, or, for a verdict check
-    or a divergence, would catch some change at all 80% of the time (judge/detect.py: a
-    candidate that changed no answer could still have shown a loss)."""
+    showed nothing) and either could reach its level on these data, or, for a verdict check,
+    would catch some change at all 80% of the time (judge/detect.py: a candidate that changed
+    no answer gives McNemar's test nothing to reach its level with, yet a loss would have)."""
     usable = [c for c in checks if c.run and (gating(c, o) or not c.alarmed)]
     if any(c.testable for c in usable):
         return True

@@ -209,7 +209,9 @@ def of_count(kind: str, test: CountTest, level: float) -> Detectable:
 
 
 def of_divergence(test: KlTest, level: float, kind: str = "divergence") -> Detectable:
-    value = detectable_shift(test, level)
+    """The rise the KL test catches; None where its items cannot reach the level at all (a
+    permutation within n items with one noise run never gives less than 1/2^n)."""
+    value = detectable_shift(test, level) if test.min_p <= level else None
     floor = float(np.mean(test.noise_means)) if test.noise_means else None
     return Detectable(kind, "nats", value, test.items, floor=floor, runs=test.noise_runs)
 

@@ -1,17 +1,23 @@
 """What a serving change bought beside what it cost: the gate's `trade` (pure).
 
 Reported figures, never part of the pass/fail decision. Per run: the KV pool in tokens and
-bytes per token where the server told them (`kveval ab`'s `DIR/servers/LABEL.json`, read from
-the started server's log; else what the run header's fingerprint holds: vLLM's
-`cache_config_info`, llama.cpp's `n_ctx`), output tokens per second at the run's concurrency
-(`kveval ab` times each stretch of sending; a run made without it does not say), latency
-p50/p95 of its answered items, and the `--speed` load where measured. The candidate's `ratio`
-to the baseline, beside the range the noise runs' ratios span (a restart is the speed's noise
-floor as it is the answers').
+bytes per token where the server told them (`kveval ab`'s `DIR/servers/LABEL.json`: the
+started server's log, or its model's shape and the cache types of its command line; else what
+the run header's fingerprint holds: vLLM's `cache_config_info`, llama.cpp's `n_ctx`, the
+embedded engine's own KV size), output tokens per second at the run's concurrency (`kveval ab`
+times each stretch of sending; a run made without it does not say), latency p50/p95 of its
+answered items, and the `--speed` load where measured.
+
+Every ratio is the candidate's figure over the baseline's setup: the median of the baseline
+and its restarts (a first start is often slow; one run is no reference), with the setup's own
+runs' ratios to that median beside it (`noise_range`: what the setup does by itself). The
+tokens that fit the same memory are the setup's bytes per token over the candidate's. A
+number read from a server or a file outside a sane range is unknown, never an error.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,14 +30,30 @@ from kveval.judge.sides import Side
 # say which way each moved
 RATIO_KEYS = ("kv_tokens", "kv_bytes_per_token", "output_tokens_per_s", "latency_p50_s",
               "latency_p95_s")
+FIT = "kv_tokens_in_same_memory"  # the setup's bytes per token over the run's
+LARGEST = 1e15  # a figure above this (tokens, bytes, tokens/s, seconds) is not one
 
 
 def _int(value: Any) -> int | None:
+    """A positive count as a server reported it (an int or its digits), else None."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit() and len(value) < 16):
+        return None
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return number if number > 0 else None
+    return number if 0 < number <= LARGEST else None
+
+
+def figure(value: Any) -> float | None:
+    """A finite positive figure, else None (a bool, a string, NaN, a 400-digit count)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and 0 < number <= LARGEST else None
 
 
 def header_kv(side: Side) -> dict[str, Any]:
@@ -44,6 +66,11 @@ def header_kv(side: Side) -> dict[str, Any]:
         tokens = blocks * size if blocks and size else None
         return {"kv_tokens": tokens, "kv_cache_type": cache.get("cache_dtype"),
                 "kv_source": "/metrics cache_config_info"}
+    if isinstance(fingerprint, dict) and figure(fingerprint.get("kv_bytes_per_token")):
+        return {"kv_tokens": _int(fingerprint.get("n_ctx")),
+                "kv_bytes_per_token": figure(fingerprint.get("kv_bytes_per_token")),
+                "kv_cache_type": fingerprint.get("kv_cache_type"),
+                "kv_source": "embedded engine"}
     props = fingerprint.get("props") if isinstance(fingerprint, dict) else None
     settings = props.get("default_generation_settings") if isinstance(props, dict) else None
     n_ctx = _int((settings or {}).get("n_ctx") if isinstance(settings, dict) else None)
@@ -59,7 +86,7 @@ def _from_figures(figures: ServerFigures) -> dict[str, Any]:
     found: dict[str, Any] = {}
     if figures.kv is not None:
         found.update(kv_tokens=figures.kv.tokens, kv_bytes_per_token=figures.kv.bytes_per_token,
-                     kv_cache_type=figures.kv.cache_type, kv_source="server log")
+                     kv_cache_type=figures.kv.cache_type, kv_source=figures.kv.source)
         if figures.kv.max_concurrency is not None:
             found.update(max_concurrency=figures.kv.max_concurrency,
                          max_concurrency_at_tokens=figures.kv.at_tokens)
@@ -96,25 +123,35 @@ def run_figures(side: Side, figures: ServerFigures | None,
     return {k: v for k, v in found.items() if v is not None}
 
 
-def _ratio(run: dict[str, Any], base: dict[str, Any], key: str) -> float | None:
-    a, b = run.get(key), base.get(key)
-    if isinstance(a, int | float) and isinstance(b, int | float) and b > 0:
-        return float(a) / float(b)
-    return None
+def _value(run: dict[str, Any], key: str) -> float | None:
+    return figure(run.get(key))
 
 
-def ratios(runs: Sequence[dict[str, Any]], base: dict[str, Any]) -> dict[str, Any]:
-    """Each figure of the first run over the baseline's; with the noise runs' range."""
-    first, noise = runs[0], runs[1:]
+def _against(value: float, setup: Sequence[float]) -> dict[str, Any]:
+    """One figure over the setup's median, with the setup's own runs' ratios to it."""
+    middle = float(np.median(setup))
+    spread = [v / middle for v in setup]
+    ratio = value / middle
+    return {"ratio": ratio, "setup": middle, "setup_runs": len(setup),
+            "noise_range": [min(spread), max(spread)],
+            "outside_noise": not min(spread) <= ratio <= max(spread)}
+
+
+def ratios(run: dict[str, Any], setup: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure of `run` over the median of the setup's runs (the baseline and its
+    restarts), with their range; and the tokens that fit the same memory."""
     found: dict[str, Any] = {}
     for key in RATIO_KEYS:
-        ratio = _ratio(first, base, key)
-        if ratio is None:
-            continue
-        spread = [r for r in (_ratio(n, base, key) for n in noise) if r is not None]
-        found[key] = {"ratio": ratio, **({"noise_range": [min(spread), max(spread)],
-                                          "outside_noise": not min(spread) <= ratio
-                                          <= max(spread)} if spread else {})}
+        value = _value(run, key)
+        known = [v for v in (_value(s, key) for s in setup) if v is not None]
+        if value is not None and known:
+            found[key] = _against(value, known)
+    size = found.get("kv_bytes_per_token")
+    if size is not None:
+        low, high = size["noise_range"]
+        found[FIT] = {"ratio": 1 / size["ratio"], "setup_runs": size["setup_runs"],
+                      "noise_range": [1 / high, 1 / low],
+                      "outside_noise": size["outside_noise"]}
     return found
 
 
@@ -127,4 +164,4 @@ def trade(base: Side, cand: Side, noise: Sequence[Side],
     runs = [run_figures(side, figures.get(side.path), latencies.get(side.path, ()))
             for side in (base, cand, *noise)]
     return {"baseline": runs[0], "candidate": runs[1], "noise": runs[2:],
-            "ratio": ratios([runs[1], *runs[2:]], runs[0])}
+            "ratio": ratios(runs[1], [runs[0], *runs[2:]])}

@@ -181,6 +181,14 @@ def available_cpus() -> int:
     return len(getter(0)) if getter is not None else (os.cpu_count() or 1)
 
 
+def kv_size(model: Path, kv_cache_type: str) -> float | None:
+    """The KV cache's bytes per token of this model at this cache type (its GGUF header)."""
+    from kveval.formats.gguf import kv_bytes_per_token, kv_shape
+
+    shape = kv_shape(model)
+    return kv_bytes_per_token(shape, kv_cache_type, kv_cache_type) if shape else None
+
+
 def prepare(config: EngineConfig) -> ServerPlan:
     """Validate the config (cheap checks first) and describe the server to start."""
     type_id = kv_type_id(config.kv_cache_type)
@@ -203,6 +211,9 @@ def prepare(config: EngineConfig) -> ServerPlan:
         "n_ctx": config.ctx,
         "threads": threads,
     }
+    size = kv_size(model, config.kv_cache_type)
+    if size is not None:
+        fingerprint["kv_bytes_per_token"] = size
     if config.logits_all:
         fingerprint["logits_all"] = True
     return ServerPlan(model, model.stem, type_id, config.ctx, threads, fingerprint,

@@ -2,8 +2,8 @@
 the plan, then each start in order (steps.py). The gate on what it made is the command's
 (cli/ab.py): judging never touches a server.
 
-Teacher forcing: `off` never; `on` on every server after the baseline (refused with one line
-where the first server cannot); `auto` where the first server's check finds a method that
+Teacher forcing: `off` never; `on` on every server, the baseline's own too (refused with one
+line where the first server cannot); `auto` where the first server's check finds a method that
 works, decided once and kept in `DIR/ab.json`, so a resumed experiment forces as it began.
 """
 
@@ -22,6 +22,8 @@ from kveval.run.ab.state import State, progress, resumed, write_state
 from kveval.run.ab.steps import Context, run_start
 from kveval.run.interrupt import exit_code, how
 
+FORCING = ", teacher-forcing the baseline's answers"
+
 
 def check_commands(opts: AbOptions) -> None:
     for side in (opts.baseline, opts.candidate):
@@ -36,7 +38,7 @@ def plan_lines(opts: AbOptions, starts: Sequence[Start]) -> list[str]:
         lines.append(f"start {number}: {start.label}: {(env + ' ') if env else ''}"
                      f"{shlex.join(opts.command(start.side))}")
         lines += [f"  run {step.path} (--order {step.order}"
-                  f"{', teacher-forcing the baseline' if step.forced else ''}): "
+                  f"{FORCING if step.forced else ''}): "
                   f"{progress(step.path).words()}" for step in start.runs]
         if start.speed:
             lines.append("  --speed load")

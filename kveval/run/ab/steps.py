@@ -24,7 +24,7 @@ from typing import Any
 import click
 import msgspec
 
-from kveval.errors import EXIT_OK, EndpointError, UsageError
+from kveval.errors import EXIT_OK, EndpointError, KvevalError, UsageError
 from kveval.formats.figures import (
     RunFigures,
     Sending,
@@ -36,6 +36,7 @@ from kveval.formats.figures import (
     Start as Started,
 )
 from kveval.run import serve
+from kveval.run.ab.model_kv import completed
 from kveval.run.ab.options import AbOptions, Side
 from kveval.run.ab.plan import BASELINE, Folder, RunStep, Start
 from kveval.run.ab.serverlog import kv_pool
@@ -200,6 +201,21 @@ def needed(start: Start, figures: ServerFigures, forcing: bool | None) -> bool:
     return bool(pending(start, forcing)) or (start.speed and not figures.speed)
 
 
+def model_path(run: Path) -> str | None:
+    """The model file the server said it loads (llama-server's /props `model_path`, in the
+    free run's header), where the run file has a header."""
+    from kveval.formats.reader import parse_header
+
+    try:
+        with run.open("rb") as fh:
+            header = parse_header(fh.readline(), run)
+    except (OSError, KvevalError):
+        return None
+    props = header.fingerprint.get("props")
+    found = props.get("model_path") if isinstance(props, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -214,7 +230,8 @@ def _serve(ctx: Context, start: Start, record: Recorder) -> Iterator[serve.Serve
                    f"{ready_s:.1f} s", err=True)
         record.update(starts=(*record.figures.starts, Started(server.port, ready_s, _now())))
         yield server
-        pool = kv_pool(server.output(first=STARTUP_LOG))
+        pool = completed(kv_pool(server.output(first=STARTUP_LOG)), command.at(server.port)[0],
+                         model_path(start.free.path))
         if pool is not None:
             record.update(kv=pool)
         click.echo(f"kveval ab: {start.label}: stopping", err=True)
