@@ -206,6 +206,8 @@ def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path, suite: Path)
     assert forcing.returncode == 0, forcing.stderr
     start = forcing.stdout.split("start 2:")[0]  # the baseline's own server forces too
     assert "baseline-forced.jsonl (--order data, teacher-forcing the baseline's answers)" in start
+    assert "forced restarts: to show a forced KL rise of 10% over the floor" in forcing.stdout
+    assert "note: --noise-runs 1: fewer than the 3 forced restarts" in forcing.stdout
 
 
 def test_a_missing_program_or_port_is_one_line(tmp_path: Path, suite: Path) -> None:

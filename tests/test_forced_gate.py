@@ -133,3 +133,20 @@ def test_forced_runs_of_other_answers_are_refused(capsys: Any, runs: dict[str, s
                           runs["baseline-forced"], "--candidate-forced", str(other),
                           "--noise-forced", runs["noise1-forced"])
     assert code == 2 and "forces other answers than the baseline" in err
+
+
+def test_the_forced_runs_plan_says_when_more_restarts_are_needed() -> None:
+    from kveval.judge.checks import Levels
+    from kveval.judge.plan import Plan, TaskPlan, Targets
+    from kveval.show.forced_plan import after_note
+
+    def plan(needed: int | None) -> Plan:
+        task = TaskPlan("gsm8k", "divergence", 500, None, 500, needed, None, None)
+        return Plan((task,), Levels(0.05, 12.0), 2, "", Targets(detect_kl=0.1,
+                                                                 kl_relative=True))
+
+    assert after_note(plan(2), 2) is None
+    note = after_note(plan(4), 2)
+    assert note is not None and "10% over the floor needs more forced restarts than this " \
+        "experiment's 2" in note and "gsm8k 4" in note
+    assert "gsm8k more than 8" in (after_note(plan(None), 3) or "")

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from kveval.cli import options
+from kveval.cli.plan import KlRise
 
 SERVE_HELP = ("The server command, `{port}` where the port goes, e.g. \"llama-server -m "
               "MODEL --port {port}\" or \"vllm serve MODEL --port {port}\" (split as a shell "
@@ -47,6 +48,11 @@ SERVE_HELP = ("The server command, `{port}` where the port goes, e.g. \"llama-se
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="The experiment's folder: run files, servers/ logs, gate.json, report.html. "
                    "The same command again resumes it.")
+@click.option("--detect-kl", type=KlRise(), default="10%", show_default=True,
+              metavar="NATS|PCT%",
+              help="The forced KL rise the experiment is sized for: --dry-run says how many "
+                   "forced restarts show it, and a note says when the forced runs' spread "
+                   "needs more than --noise-runs.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (each start, each run) only.")
 @options.gate_options
 @options.family_options
@@ -68,12 +74,31 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     options.check_output(as_json, markdown)
     family = {k: given.pop(k) for k in ("alpha", "metric", "skip", "max_kl", "min_recovery",
                                          "effective_fraction", "effective_threshold")}
+    detect_kl = given.pop("detect_kl")
     opts = from_cli(given)
     run_code = run_experiment(opts, api_key())
     if opts.dry_run:
+        if opts.teacher_force != "off":
+            click.echo("\n".join(_sizing(opts, detect_kl, family["alpha"])))
         return 0
     args = _gate_args(opts.output, opts.noise_runs, policy, margin, family)
-    return _gate(args, max_error_rate, as_json, markdown, run_code)
+    return _gate(args, max_error_rate, as_json, markdown, run_code, detect_kl)
+
+
+def _sizing(opts: Any, detect_kl: tuple[float, bool], alpha: float) -> list[str]:
+    """--dry-run: what the forced restarts can show, at the forced check's share of alpha
+    in a family of the suite's tasks (each its usual checks and a forced one)."""
+    from kveval.judge.checks import TASK_WEIGHT, WEIGHTS
+    from kveval.run.tasks import read_suite
+    from kveval.show.forced_plan import before_lines, rise_words
+
+    rise, relative = detect_kl
+    if not relative:
+        return [f"forced restarts: {rise_words(rise, False)} is sized from the forced runs' "
+                "own floor once they exist (a relative --detect-kl, 10%, is sized now)"]
+    tasks = max(len(read_suite(opts.suite).specs), 1)
+    level = alpha * WEIGHTS["forced"] / (tasks * (TASK_WEIGHT + WEIGHTS["forced"]))
+    return before_lines(rise, opts.noise_runs, level)
 
 
 def _gate_args(folder: Path, noise_runs: int, policy: str, margin: float | None,
@@ -92,8 +117,24 @@ def _gate_args(folder: Path, noise_runs: int, policy: str, margin: float | None,
                     tuple(map(str, files.forced)))
 
 
+def _forced_note(inputs: Any, detect_kl: tuple[float, bool]) -> None:
+    """A note where the forced runs' own plan needs more restarts than were made."""
+    from kveval.judge.plan import Targets, plan
+    from kveval.show.forced_plan import after_note
+
+    forced = inputs.forced
+    if forced is None or not forced.noises:
+        return
+    rise, relative = detect_kl
+    found = plan(forced.baseline, list(forced.noises), forced.candidate,
+                 Targets(detect_kl=rise, kl_relative=relative))
+    note = after_note(found, len(forced.noises))
+    if note:
+        click.echo(note, err=True)
+
+
 def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,
-          run_code: int) -> int:
+          run_code: int, detect_kl: tuple[float, bool] = (0.1, True)) -> int:
     """The gate on the runs made: DIR/gate.json, DIR/report.html, the verdict printed."""
     from kveval.cli import gating
     from kveval.errors import KvevalError
@@ -110,6 +151,7 @@ def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,
         gating.publish(inputs, str(folder / "report.html"), None, None, exc)
         raise
     _write_json(folder / "gate.json", data)
+    _forced_note(inputs, detect_kl)
     gating.publish(inputs, str(folder / "report.html"),
                    report.to_markdown(blocks) if markdown else None, result, None, data)
     options.emit(blocks, data, as_json, markdown)

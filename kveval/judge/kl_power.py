@@ -22,6 +22,7 @@ bench/kl_plan.py checks these figures against the whole test simulated.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,3 +162,37 @@ def needed(rise: float, floor: Floor, level: float, power: float = POWER,
 def _reach(runs: int, level: float) -> int:
     """The fewest items whose exact permutation can reach the level: (k + 1)^-n <= level."""
     return max(math.ceil(math.log(1 / level) / math.log(runs + 1)), 1)
+
+
+@dataclass(frozen=True)
+class RestartsFor:
+    """What k forced restarts can show of a relative rise of the forced KL, before any is
+    made: with fewer than three the restarts' spread is assumed (ASSUMED_KL_SPREAD) and only
+    `assumed_rise` (a share of the floor) shows; from three, the rise shows wherever the
+    restarts' mean KL spread by at most `widest_spread` (a log-sd; None: not even none)."""
+
+    runs: int
+    assumed_rise: float | None
+    widest_spread: float | None
+
+
+def restarts_for(rise: float, runs: int, level: float, power: float = POWER) -> RestartsFor:
+    """A relative rise (0.1: 10% over the floor) at k restarts with many items (the run-by-run
+    part decides: a suite's items make the item-by-item part's share small)."""
+    if runs < 3:
+        found = _bisect(lambda r: run_power(r, 1.0, None, runs, level) >= power, 0.0, 1000.0)
+        return RestartsFor(runs, found, None)
+    if run_power(rise, 1.0, 0.0, runs, level) < power:
+        return RestartsFor(runs, None, None)
+    widest = _bisect(lambda s: run_power(rise, 1.0, s, runs, level) < power, 0.0, 10.0)
+    return RestartsFor(runs, None, widest)
+
+
+def _bisect(above: Callable[[float], bool], low: float, high: float) -> float | None:
+    """The boundary in (low, high] where `above` turns true; None when it never does."""
+    if not above(high):
+        return None
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (low, mid) if above(mid) else (mid, high)
+    return high
