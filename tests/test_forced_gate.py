@@ -137,7 +137,7 @@ def test_forced_runs_of_other_answers_are_refused(capsys: Any, runs: dict[str, s
 
 def test_the_forced_runs_plan_says_when_more_restarts_are_needed() -> None:
     from kveval.judge.checks import Levels
-    from kveval.judge.plan import Plan, TaskPlan, Targets
+    from kveval.judge.plan import Plan, Targets, TaskPlan
     from kveval.show.forced_plan import after_note
 
     def plan(needed: int | None) -> Plan:
