@@ -24,6 +24,10 @@ import click
 
 CANDIDATES = ("q8_0", "q4_0")
 BASELINE = "f16"
+# nats per token the candidate's next-token distributions may move beyond a restart's: the
+# divergence check then judges (an 8-prompt restart repeats on a CPU, so answers alone see
+# little at this size); q8_0 moves them by about 0.002, q4_0 by about 0.04
+MAX_KL = "0.01"
 CTX = 4096
 PAGE = "report.html"  # the gate's verdict and its evidence as one HTML page
 
@@ -121,18 +125,22 @@ def run_step(step: Step, number: int, suite: Path, out: Path) -> int:
     return invoke(run, args)
 
 
-def verdicts(out: Path, runs: tuple[Step, ...]) -> int:
-    """compare, score and gate as a user types them; gate's own output and exit code."""
+def verdicts(out: Path, runs: tuple[Step, ...],
+             family: tuple[str, ...] = ("--max-kl", MAX_KL)) -> int:
+    """compare, score and gate as a user types them; gate's own output and exit code.
+    `family`: the options that shape the gate's family, given to compare and gate alike."""
     from kveval.cli.verdicts import compare, gate, score
 
     a, b, cand = (str(out / f"{step.label}.jsonl") for step in runs)
-    note(f"\n$ kveval compare {a} {cand} --noise {b}")
-    invoke(compare, [a, cand, "--noise", b])
+    said = " ".join(family)
+    note(f"\n$ kveval compare {a} {cand} --noise {b} {said}".rstrip())
+    invoke(compare, [a, cand, "--noise", b, *family])
     note(f"\n$ kveval score {cand} --baseline {a}")
     invoke(score, [cand, "--baseline", a])
     page = str(out / PAGE)
-    note(f"\n$ kveval gate --baseline {a} --candidate {cand} --noise {b} --html {page}")
-    code = invoke(gate, ["--baseline", a, "--candidate", cand, "--noise", b, "--html", page])
+    note(f"\n$ kveval gate --baseline {a} --candidate {cand} --noise {b} {said} --html {page}")
+    code = invoke(gate, ["--baseline", a, "--candidate", cand, "--noise", b, *family,
+                         "--html", page])
     click.echo(f"exit code of kveval gate: {code}")
     plan_line(a, b, cand)
     return code
@@ -167,7 +175,9 @@ What you just saw ({minutes:.1f} minutes)
     kveval compare {out}/{BASELINE}-a.jsonl {out}/{candidate}.jsonl --show 5
   - token divergence (short-prompts, run with --logprobs 5): how far each next-token
     distribution moved (KL in nats, top-1 agreement), next to the restart's; it sees a
-    quantized cache long before answers change.
+    quantized cache long before answers change. With --max-kl {max_kl} the gate fails a
+    task whose distributions move more than {max_kl} nats per token beyond a restart's
+    (q8_0 moves them by about 0.002, q4_0 by about 0.04: try --kv-cache-type q4_0).
   - score: accuracy with 95% intervals, and on the same questions the paired difference:
     which loss this sample rules out, and which it cannot (a few questions rule out
     little).
@@ -201,7 +211,8 @@ def explain(candidate: str, gate_code: int, out: Path, wall_s: float) -> str:
         f"code the status a CI job reads ({meanings}). Here it exited {gate_code}.",
         width=92, initial_indent="  ", subsequent_indent="    ")
     return EXPLANATION.format(minutes=wall_s / 60, candidate=candidate, out=out, suite=suite,
-                              BASELINE=BASELINE, gate_line=gate_line, page=out / PAGE)
+                              BASELINE=BASELINE, gate_line=gate_line, page=out / PAGE,
+                              max_kl=MAX_KL)
 
 
 @click.command()
