@@ -33,20 +33,22 @@ PROMPTS = ["Name three colours.", "What is the capital of France?", "Say hello."
            "Say goodbye.", "Name an animal."]
 
 
-def ab(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def ab(tmp_path: Path, *extra: str, candidates: tuple[str, ...] = ("-ctk q8_0 -ctv q8_0",),
+       folder: str = "ab", threads: int = 0) -> subprocess.CompletedProcess[str]:
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("\n".join(PROMPTS) + "\n")
     suite = tmp_path / "suite.toml"
     suite.write_text(f'[[task]]\nname = "prompts"\ndata = "{prompts}"\nmax_tokens = 16\n')
     serve = shlex.join([str(BINARY), "-m", str(engine_setup.bundled_model_path()), "--host",
                         "127.0.0.1", "--port", "{port}", "-np", "2", "-c", "4096", "-fa", "on",
-                        "-t", str(engine_setup.available_cpus()), "--no-webui",
+                        "-t", str(threads or engine_setup.available_cpus()), "--no-webui",
                         "--no-cache-idle-slots"])
     return subprocess.run(
         [sys.executable, "-m", "kveval.cli", "ab", "--serve", serve,
-         "--baseline", "-ctk f16 -ctv f16", "--candidate", "-ctk q8_0 -ctv q8_0",
+         "--baseline", "-ctk f16 -ctv f16",
+         *(word for c in candidates for word in ("--candidate", c)),
          "--noise-runs", "1", "--suite", str(suite), "--concurrency", "2",
-         "--teacher-force", "on", "-o", str(tmp_path / "ab"), "--json", *extra],
+         "--teacher-force", "on", "-o", str(tmp_path / folder), "--json", *extra],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": str(REPO)})
 
@@ -76,3 +78,27 @@ def test_ab_f16_against_q8_0_judges_the_forced_passes_and_the_trade(tmp_path: Pa
     assert again.returncode == 1, again.stderr
     assert again.stderr.count("finished on file; not started") == 3
     assert json.loads(again.stdout)["tasks"][0]["failed"] == ["forced"]
+
+
+def answers(path: Path) -> dict[str, object]:
+    items = [json.loads(line) for line in path.open() if '"type":"item"' in line.replace(" ", "")]
+    return {json.dumps(i["item_id"]): (i["output"], i.get("logprobs")) for i in items}
+
+
+def test_a_sweep_shares_one_pool_and_side_by_side_gives_the_same_answers(
+        tmp_path: Path) -> None:
+    both = ("q8=-ctk q8_0 -ctv q8_0", "q4=-ctk q4_0 -ctv q4_0")
+    done = ab(tmp_path, candidates=both, threads=1)
+    assert done.returncode == 1, done.stderr  # q4_0 moves more than a restart: drift shown
+    assert done.stderr.count("answering on port") == 4  # 3 + 1, not 2 x 3
+    data = json.loads(done.stdout)
+    q8, q4 = data["candidates"]
+    assert q8["bought"]["kv_bytes_per_token"]["ratio"] == pytest.approx(34 / 64, rel=0.01)
+    assert q4["bought"]["kv_bytes_per_token"]["ratio"] == pytest.approx(18 / 64, rel=0.01)
+    assert q4["costs"]["kl_rise"] > q8["costs"]["kl_rise"] > 0
+    assert q8["costs"]["kl_forced"] and q4["exit_code"] == 1
+    side = ab(tmp_path, "--parallel", "2", candidates=both, folder="side", threads=1)
+    assert side.returncode == 1, side.stderr
+    for run in ("baseline", "noise1", "q8", "q4", "baseline-forced", "q4-forced"):
+        assert answers(tmp_path / "side" / f"{run}.jsonl") == answers(
+            tmp_path / "ab" / f"{run}.jsonl"), run

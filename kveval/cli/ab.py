@@ -19,13 +19,24 @@ SERVE_HELP = ("The server command, `{port}` where the port goes, e.g. \"llama-se
 
 @click.command()
 @click.option("--serve", required=True, metavar="CMD", help=SERVE_HELP)
-@click.option("--candidate", required=True, metavar="ARGS",
-              help="What the candidate adds to CMD, e.g. \"--kv-cache-dtype fp8\".")
+@click.option("--candidate", multiple=True, metavar="[NAME=]ARGS",
+              help="What a candidate adds to CMD, e.g. \"--kv-cache-dtype fp8\"; repeatable "
+                   "as NAME=ARGS (q8=\"--cache-type-k q8_0 --cache-type-v q8_0\"), each "
+                   "against the one pool of the baseline and its restarts.")
+@click.option("--sweep", metavar="FILE.toml",
+              help="Candidates from a file: one table each ([q8] with args and env).")
 @click.option("--baseline", metavar="ARGS", help="What the baseline adds to CMD.")
 @click.option("--baseline-env", multiple=True, metavar="K=V",
               help="An environment variable of the baseline's server (repeatable).")
-@click.option("--candidate-env", multiple=True, metavar="K=V",
-              help="An environment variable of the candidate's server (repeatable).")
+@click.option("--candidate-env", multiple=True, metavar="[NAME:]K=V",
+              help="An environment variable of a candidate's server (repeatable; NAME: "
+                   "where there are several).")
+@click.option("--record-env", multiple=True, metavar="NAME",
+              help="An environment variable whose value is recorded in clear (every value "
+                   "passed to a server is a secret, fingerprinted, unless plainly a setting).")
+@click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
+              metavar="N", help="Servers up at once, each its own slot: {slot} or {gpu} in "
+                                "--serve or an env value takes its number.")
 @click.option("--noise-runs", type=click.IntRange(0, 20), default=2, show_default=True,
               metavar="N", help="Restarts of the baseline's setup, each run --order shuffle: "
                                 "the noise floor.")
@@ -81,7 +92,13 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
         if opts.teacher_force != "off":
             click.echo("\n".join(_sizing(opts, detect_kl, family["alpha"])))
         return 0
-    args = _gate_args(opts.output, opts.noise_runs, policy, margin, family)
+    gates = {side.name: _gate_args(opts.output, opts.noise_runs, side.name, policy, margin,
+                                   family) for side in opts.candidates}
+    if len(gates) > 1:
+        from kveval.cli.ab_sweep import gate_sweep
+
+        return gate_sweep(opts.output, gates, max_error_rate, as_json, markdown, run_code)
+    args = next(iter(gates.values()))
     return _gate(args, max_error_rate, as_json, markdown, run_code, detect_kl)
 
 
@@ -101,8 +118,8 @@ def _sizing(opts: Any, detect_kl: tuple[float, bool], alpha: float) -> list[str]
     return before_lines(rise, opts.noise_runs, level)
 
 
-def _gate_args(folder: Path, noise_runs: int, policy: str, margin: float | None,
-               family: dict[str, Any]) -> Any:
+def _gate_args(folder: Path, noise_runs: int, candidate: str, policy: str,
+               margin: float | None, family: dict[str, Any]) -> Any:
     """The gate of the runs made: the forced runs beside the free ones where the experiment
     forced (ab.json says whether it did)."""
     from kveval.cli.gating import GateArgs
@@ -111,7 +128,7 @@ def _gate_args(folder: Path, noise_runs: int, policy: str, margin: float | None,
 
     runs = Folder(folder)
     state = read_state(runs.state)
-    files = gate_files(runs, noise_runs, bool(state and state.forcing))
+    files = gate_files(runs, noise_runs, candidate, bool(state and state.forcing))
     return GateArgs(str(files.baseline), str(files.candidate), tuple(map(str, files.noise)), (),
                     policy, options.gate_margin(policy, margin), options.family(**family),
                     tuple(map(str, files.forced)))
@@ -137,6 +154,7 @@ def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,
           run_code: int, detect_kl: tuple[float, bool] = (0.1, True)) -> int:
     """The gate on the runs made: DIR/gate.json, DIR/report.html, the verdict printed."""
     from kveval.cli import gating
+    from kveval.cli.ab_sweep import write_json
     from kveval.errors import KvevalError
     from kveval.show import report
 
@@ -147,10 +165,10 @@ def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,
             raise error
         result, blocks, data = gating.decide_gate(inputs, max_error_rate)
     except KvevalError as exc:
-        _write_json(folder / "gate.json", report.cannot_judge_json(str(exc)))
+        write_json(folder / "gate.json", report.cannot_judge_json(str(exc)))
         gating.publish(inputs, str(folder / "report.html"), None, None, exc)
         raise
-    _write_json(folder / "gate.json", data)
+    write_json(folder / "gate.json", data)
     _forced_note(inputs, detect_kl)
     gating.publish(inputs, str(folder / "report.html"),
                    report.to_markdown(blocks) if markdown else None, result, None, data)
@@ -160,13 +178,3 @@ def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,
                    "what is on file", err=True)
     return int(result.exit_code)
 
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    from kveval.atomic import write_text
-    from kveval.errors import RunFileError
-    from kveval.show import report
-
-    try:
-        write_text(path, report.dumps(data) + "\n")
-    except OSError as exc:
-        raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None

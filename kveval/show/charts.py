@@ -238,3 +238,27 @@ def line_chart(xs: Sequence[float], series: Sequence[tuple[str, Sequence[float |
             ax.legend(fontsize=8, frameon=False)
 
     return _draw(2.4, 1, paint)
+
+
+# ---------------------------------------------------------------- a sweep's cost and gain
+
+
+def scatter_chart(points: Sequence[tuple[str, float, float]], cloud: Sequence[tuple[float, float]],
+                  x_label: str, y_label: str) -> str:
+    """Each candidate a labelled point (what it bought, what it cost); the restarts' own
+    points grey, the reference cloud."""
+    def paint(fig: Any, axes: Any) -> None:
+        ax = axes[0]
+        if cloud:
+            ax.scatter([x for x, _ in cloud], [y for _, y in cloud], color=NOISE, s=18,
+                       label="restarts of the baseline's setup")
+        for at, (name, x, y) in enumerate(points):
+            ax.scatter([x], [y], color=COLOURS[(at + 1) % len(COLOURS)], s=36)
+            ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4))
+        ax.axhline(0, color=NOISE, lw=0.8, ls=":")
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        if cloud:
+            ax.legend(loc="upper left", frameon=False)
+
+    return _draw(3.2, 1, paint)

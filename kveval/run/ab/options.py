@@ -2,40 +2,36 @@
 
 Commands are split as a shell splits them (shlex) and run without a shell: what is recorded
 is exactly what ran. The secrets they carry are registered at once (kveval/masking.py), so
-no header, figure, log or message holds them: the values of environment variables whose
-names look like secrets (HF_TOKEN, VLLM_API_KEY), the value of a command-line flag whose name
-does (`--api-key KEY`, `--hf-token=TOKEN`), and any word shaped like a credential.
+no header, figure, log or message holds them: every value passed into a server's environment
+that is not plainly a setting (run/ab/env.py), the value of a command-line flag whose name
+looks like a secret (`--api-key KEY`, `--hf-token=TOKEN`), and any word shaped like a
+credential.
+
+Candidates: `--candidate ARGS` (named `candidate`), `--candidate NAME=ARGS` (repeatable), and
+`--sweep FILE.toml`, one table per candidate (`[q8]` with `args` and `env`); each
+`--candidate-env NAME:K=V` (or `K=V` where there is one candidate). Each candidate is its own
+server start, run and gate against the one pool of the baseline and its restarts.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kveval.errors import UsageError
+from kveval.run.ab.env import secret_values
+from kveval.run.ab.side import NAME, Env, Side, check_name, parse_env, split
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TEACHER_FORCE = ("auto", "on", "off")
-Env = tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
-class Side:
-    """One setup: the extra arguments and environment the server command gets."""
-
-    name: str  # baseline or candidate
-    args: tuple[str, ...]
-    env: Env
+CANDIDATE = "candidate"  # a bare --candidate's name
 
 
 @dataclass(frozen=True)
 class AbOptions:
     serve: tuple[str, ...]  # the server command, `{port}` where the port goes
     baseline: Side
-    candidate: Side
+    candidates: tuple[Side, ...]
     noise_runs: int
     suite: str
     data: str | None
@@ -47,34 +43,23 @@ class AbOptions:
     model: str | None
     dry_run: bool = False
     grace: float = 30.0  # --stop-grace: SIGTERM to SIGKILL
+    record_env: tuple[str, ...] = ()  # names whose values are recorded in clear
+    salt: str = ""  # the experiment's own (ab.json): secrets' fingerprints
+    parallel: int = 1  # servers up at once
 
     def command(self, side: Side) -> tuple[str, ...]:
         return (*self.serve, *side.args)
 
-
-def split(text: str, flag: str) -> tuple[str, ...]:
-    try:
-        return tuple(shlex.split(text))
-    except ValueError as exc:
-        raise UsageError(f"{flag} {text!r}: cannot split it as a shell would ({exc})") from None
+    @property
+    def sides(self) -> tuple[Side, ...]:
+        return (self.baseline, *self.candidates)
 
 
-def parse_env(pairs: tuple[str, ...], flag: str) -> Env:
-    found: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not ENV_NAME.fullmatch(key):
-            raise UsageError(f"{flag} {pair!r}: expected NAME=VALUE, e.g. {flag} "
-                             "VLLM_ATTENTION_BACKEND=FLASHINFER")
-        found[key] = value
-    return tuple(found.items())
-
-
-def secrets(argv: tuple[str, ...], env: Env) -> list[str]:
+def secrets(argv: tuple[str, ...], env: Env, recorded: tuple[str, ...] = ()) -> list[str]:
     """The secrets a command line and its environment carry (see the module's docstring)."""
-    from kveval.masking import SECRET_NAME, looks_like_credential, named_secrets
+    from kveval.masking import SECRET_NAME, looks_like_credential
 
-    found = named_secrets(dict(env))
+    found = secret_values(env, argv, recorded)
     for at, word in enumerate(argv):
         name, sep, value = word.lstrip("-").partition("=")
         if word.startswith("-") and SECRET_NAME.search(name):
@@ -84,18 +69,72 @@ def secrets(argv: tuple[str, ...], env: Env) -> list[str]:
     return [s for s in found if s]
 
 
+def named(value: str) -> tuple[str, str]:
+    """`NAME=ARGS` -> (NAME, ARGS); a bare `ARGS` -> ("candidate", ARGS)."""
+    name, sep, rest = value.partition("=")
+    if sep and NAME.fullmatch(name) and not value.startswith("-"):
+        return check_name(name, "--candidate"), rest
+    return CANDIDATE, value
+
+
+def _env_of(pairs: tuple[str, ...], names: list[str]) -> dict[str, tuple[str, ...]]:
+    """--candidate-env NAME:K=V per candidate; a plain K=V where there is one candidate."""
+    found: dict[str, list[str]] = {name: [] for name in names}
+    for pair in pairs:
+        owner, sep, rest = pair.partition(":")
+        if sep and owner in found and "=" not in owner:
+            found[owner].append(rest)
+        elif len(names) == 1:
+            found[names[0]].append(pair)
+        else:
+            raise UsageError(f"--candidate-env {pair!r}: name the candidate, e.g. "
+                             f"--candidate-env {names[0]}:K=V (candidates: {', '.join(names)})")
+    return {name: tuple(values) for name, values in found.items()}
+
+
+def candidates(o: dict[str, Any]) -> list[Side]:
+    """Every candidate: --candidate (bare or named), then the --sweep file's tables."""
+    from kveval.run.ab.sweep import read_sweep
+
+    given = [named(value) for value in o.get("candidate") or ()]
+    swept = read_sweep(o["sweep"]) if o.get("sweep") else []
+    names = [name for name, _ in given] + [side.name for side in swept]
+    if not names:
+        raise UsageError("give the candidate: --candidate ARGS, --candidate NAME=ARGS "
+                         "(repeatable) or --sweep FILE.toml")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"candidate {twice[0]!r} is given twice: each needs its own name "
+                         "(--candidate NAME=ARGS)")
+    envs = _env_of(tuple(o.get("candidate_env") or ()), names)
+    sides = [Side(name, split(args, f"--candidate {name}"),
+                  parse_env(envs[name], "--candidate-env")) for name, args in given]
+    return sides + [replace(s, env=(*s.env, *parse_env(envs[s.name], "--candidate-env")))
+                    for s in swept]
+
+
+def check_distinct(baseline: Side, sides: list[Side]) -> None:
+    setups = [(baseline.args, baseline.env)]
+    for side in sides:
+        if (side.args, side.env) in setups:
+            twin = "--baseline" if (side.args, side.env) == setups[0] else "another candidate"
+            raise UsageError(f"candidate {side.name!r} must change something against {twin}: "
+                             "the two setups are the same")
+        setups.append((side.args, side.env))
+
+
 def from_cli(o: dict[str, Any]) -> AbOptions:
     from kveval.masking import register_secrets
 
     serve = split(o["serve"], "--serve")
-    sides = [Side(name, split(o[name] or "", f"--{name}"),
-                  parse_env(tuple(o[f"{name}_env"]), f"--{name}-env"))
-             for name in ("baseline", "candidate")]
-    for side in sides:
-        register_secrets(secrets((*serve, *side.args), side.env))
-    if sides[0].args == sides[1].args and sides[0].env == sides[1].env:
-        raise UsageError("--candidate (and --candidate-env) must change something against "
-                         "--baseline: the two setups are the same")
-    return AbOptions(serve, sides[0], sides[1], o["noise_runs"], o["suite"], o["data"],
+    baseline = Side("baseline", split(o["baseline"] or "", "--baseline"),
+                    parse_env(tuple(o["baseline_env"]), "--baseline-env"))
+    found = candidates(o)
+    check_distinct(baseline, found)
+    recorded = tuple(o.get("record_env") or ())
+    for side in (baseline, *found):
+        register_secrets(secrets((*serve, *side.args), side.env, recorded))
+    return AbOptions(serve, baseline, tuple(found), o["noise_runs"], o["suite"], o["data"],
                      o["teacher_force"], o["speed"], Path(o["output"]), o["ready_timeout"],
-                     o["concurrency"], o["model"], o["dry_run"], o["stop_grace"])
+                     o["concurrency"], o["model"], o["dry_run"], o["stop_grace"], recorded,
+                     parallel=o.get("parallel") or 1)

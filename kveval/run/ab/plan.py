@@ -1,14 +1,14 @@
 """The plan of an `ab` experiment (pure) and what its folder already holds.
 
-Start 1 is the baseline's setup, then `--noise-runs N` restarts of it, then the candidate's
-setup. Each server runs the suite into its own run file (the baseline in data order; every
-restart and the candidate `--order shuffle`, each with its own seed, so that under no change
-the candidate is one more draw of the baseline's setup), then, where teacher forcing applies,
-forces the baseline's answers (`LABEL-forced.jsonl`) while it is up: the baseline's own
-server too (`baseline-forced.jsonl`, the reference every forced run is compared with), then
-the `--speed` load. A run whose file holds every item its header planned, each answered, is
-finished and kept; a server whose runs are all finished (and whose load is measured) is not
-started again.
+Start 1 is the baseline's setup, then `--noise-runs N` restarts of it, then each
+candidate's setup (its name is its label). Each server runs the suite into its own run file
+(the baseline in data order; every restart and candidate `--order shuffle`, each with its
+own seed, so that under no change a candidate is one more draw of the baseline's setup),
+then, where teacher forcing applies, forces the baseline's answers (`LABEL-forced.jsonl`)
+while it is up: the baseline's own server too (`baseline-forced.jsonl`, the reference every
+forced run is compared with), then the `--speed` load. A run whose file holds every item its
+header planned, each answered, is finished and kept; a server whose runs are all finished
+(and whose load is measured) is not started again.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kveval.run.ab.options import AbOptions, Side
+from kveval.run.ab.options import AbOptions
+from kveval.run.ab.side import Side
 
-BASELINE, CANDIDATE = "baseline", "candidate"
+BASELINE = "baseline"
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,10 @@ class Folder:
     def figures(self, label: str) -> Path:
         return self.root / "servers" / f"{label}.json"
 
+    def page_of(self, label: str) -> Path:
+        """A candidate's own full verdict page, where the sweep has several."""
+        return self.root / f"{label}.html"
+
     @property
     def state(self) -> Path:
         return self.root / "ab.json"
@@ -69,8 +74,9 @@ class Folder:
         return self.root / "report.html"
 
 
-def labels(noise_runs: int) -> list[str]:
-    return [BASELINE, *(f"noise{k}" for k in range(1, noise_runs + 1)), CANDIDATE]
+def pool_labels(noise_runs: int) -> list[str]:
+    """The baseline's setup: the baseline and its restarts."""
+    return [BASELINE, *(f"noise{k}" for k in range(1, noise_runs + 1))]
 
 
 def forced_label(label: str) -> str:
@@ -81,8 +87,9 @@ def plan(opts: AbOptions, forcing: bool) -> tuple[Start, ...]:
     """Every start in order; `forcing`: the forced runs are part of it."""
     folder = Folder(opts.output)
     starts = []
-    for label in labels(opts.noise_runs):
-        side = opts.candidate if label == CANDIDATE else opts.baseline
+    sides = [*((label, opts.baseline) for label in pool_labels(opts.noise_runs)),
+             *((side.name, side) for side in opts.candidates)]
+    for label, side in sides:
         runs = [RunStep(label, folder.run(label), "data" if label == BASELINE else "shuffle")]
         if forcing:
             forced = forced_label(label)
@@ -101,9 +108,10 @@ class GateFiles:
     forced: tuple[Path, ...] = ()  # the baseline's own forced pass, the candidate's, restarts'
 
 
-def gate_files(folder: Folder, noise_runs: int, forced: bool) -> GateFiles:
-    names = labels(noise_runs)
-    runs = tuple(folder.run(label) for label in names)
-    both = (names[0], names[-1], *names[1:-1])
-    return GateFiles(runs[0], runs[-1], runs[1:-1],
+def gate_files(folder: Folder, noise_runs: int, candidate: str, forced: bool) -> GateFiles:
+    """One candidate's gate: its runs against the pool's."""
+    pool = pool_labels(noise_runs)
+    both = (pool[0], candidate, *pool[1:])
+    return GateFiles(folder.run(pool[0]), folder.run(candidate),
+                     tuple(folder.run(label) for label in pool[1:]),
                      tuple(folder.run(forced_label(n)) for n in both) if forced else ())

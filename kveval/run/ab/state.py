@@ -3,24 +3,30 @@ whether its servers teacher-force), and how far each run file got.
 
 A second call with the same arguments resumes; with other arguments it is refused, naming
 each difference, before anything starts. The gate's options may change (they judge, they
-make nothing), and `--noise-runs` may grow (one more restart of the baseline's setup).
+make nothing), `--noise-runs` may grow (one more restart of the baseline's setup), and
+candidates may be added (each its own start; one whose setup changed is refused). A folder
+whose ab.json does not parse, or that holds run files but no ab.json, is one line and exit 2:
+never taken as an experiment's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import shlex
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kveval import __version__
 from kveval.errors import RunFileError, UsageError
-from kveval.run.ab.options import AbOptions
+from kveval.run.ab.env import recorded_argv, shown
+from kveval.run.ab.options import CANDIDATE, AbOptions
+from kveval.run.ab.side import Side
 
-FLAGS = {"serve": "--serve", "baseline": "--baseline", "candidate": "--candidate",
-         "baseline_env": "--baseline-env", "candidate_env": "--candidate-env",
+FLAGS = {"serve": "--serve", "baseline": "--baseline", "baseline_env": "--baseline-env",
          "suite": "--suite", "suite_sha256": "the suite's content", "data": "--data",
          "teacher_force": "--teacher-force", "speed": "--speed",
          "concurrency": "--concurrency", "model": "--model", "noise_runs": "--noise-runs"}
@@ -30,10 +36,11 @@ FLAGS = {"serve": "--serve", "baseline": "--baseline", "candidate": "--candidate
 class State:
     arguments: dict[str, Any]
     forcing: bool | None = None  # None: not decided yet (auto, before the first start)
+    salt: str = ""  # the experiment's own: its secrets' fingerprints (run/ab/env.py)
 
     def to_json(self) -> dict[str, Any]:
         return {"kveval_version": __version__, "arguments": self.arguments,
-                "forcing": self.forcing}
+                "forcing": self.forcing, "salt": self.salt}
 
 
 def _sha256(path: str) -> str | None:
@@ -43,14 +50,63 @@ def _sha256(path: str) -> str | None:
         return None
 
 
+def recorded_env(opts: AbOptions, side: Side) -> dict[str, str]:
+    """A side's environment as records hold it: settings in clear, secrets fingerprinted."""
+    return {k: shown(k, v, opts.salt, opts.record_env) for k, v in side.env}
+
+
+def recorded_serve(opts: AbOptions) -> list[str]:
+    return recorded_argv(opts.serve, opts.salt, opts.record_env)
+
+
+def recorded_command(opts: AbOptions, side: Side) -> list[str]:
+    return [*recorded_serve(opts), *side.args]
+
+
+def setup_of(opts: AbOptions, side: Side) -> dict[str, str]:
+    """The setup every run header of this side records (`{port}` and `{slot}` kept, secrets
+    fingerprinted): a restart of the same setup continues a cut run."""
+    setup = {"server_command": shlex.join(recorded_command(opts, side))}
+    if side.args:
+        setup["server_args"] = shlex.join(side.args)
+    if side.env:
+        setup["server_env"] = " ".join(f"{k}={v}" for k, v in recorded_env(opts, side).items())
+    return setup
+
+
+def check_ours(opts: AbOptions, starts: Sequence[Any]) -> None:
+    """Every run file already in DIR is this experiment's: its header's setup is the one its
+    start records; a file another command or setup made is one line, never taken as done."""
+    from kveval.formats.reader import parse_header
+
+    for start in starts:
+        expected = setup_of(opts, start.side)
+        for step in start.runs:
+            if not step.path.exists():
+                continue
+            with step.path.open("rb") as fh:
+                header = parse_header(fh.readline(), step.path)
+            found = {k: v for k, v in header.setup.items() if k in expected or
+                     k.startswith("server_")}
+            if found != expected:
+                said = " ".join(f"{k}={v}" for k, v in found.items()) or "none"
+                raise UsageError(f"{step.path}: not a run of this experiment's {start.label} "
+                                 f"(its setup: {said}); give another -o DIR, or remove it")
+
+
+def _candidate(opts: AbOptions, side: Side) -> dict[str, Any]:
+    return {"args": list(side.args), "env": recorded_env(opts, side)}
+
+
 def arguments(opts: AbOptions) -> dict[str, Any]:
-    """The arguments as ab.json records them (secrets masked on the way out)."""
+    """The arguments as ab.json records them (secrets fingerprinted, then masked on the way
+    out)."""
     from kveval.sink import json_text
 
     found = {
-        "serve": list(opts.serve), "baseline": list(opts.baseline.args),
-        "candidate": list(opts.candidate.args), "baseline_env": dict(opts.baseline.env),
-        "candidate_env": dict(opts.candidate.env),
+        "serve": recorded_serve(opts), "baseline": list(opts.baseline.args),
+        "baseline_env": recorded_env(opts, opts.baseline),
+        "candidates": {s.name: _candidate(opts, s) for s in opts.candidates},
         "suite": str(Path(opts.suite).resolve()), "suite_sha256": _sha256(opts.suite),
         "data": str(Path(opts.data).resolve()) if opts.data else None,
         "teacher_force": opts.teacher_force, "speed": opts.speed,
@@ -68,6 +124,25 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
+def _candidates(old: dict[str, Any]) -> dict[str, Any]:
+    """An ab.json's candidates; one made before candidates had names holds one."""
+    found = old.get("candidates")
+    if isinstance(found, dict):
+        return found
+    if "candidate" in old:
+        return {"candidate": {"args": old.get("candidate"), "env": old.get("candidate_env")}}
+    return {}
+
+
+def _setup_words(setup: Any) -> str:
+    """A candidate's arguments, and its environment where it has one."""
+    if not isinstance(setup, dict):
+        return repr(setup)
+    args, env = setup.get("args"), setup.get("env")
+    words = _shown(args if isinstance(args, list) else [])
+    return words + (f" with env {_shown(env)}" if isinstance(env, dict) and env else "")
+
+
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     found = []
     for key, flag in FLAGS.items():
@@ -75,6 +150,12 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             continue  # more restarts of the baseline's setup: one more noise run
         if old.get(key) != new.get(key):
             found.append(f"{flag} {_shown(new.get(key))} (on file: {_shown(old.get(key))})")
+    before = _candidates(old)
+    for name, setup in new["candidates"].items():
+        if name in before and before[name] != setup:
+            flag = "--candidate " + ("" if name == CANDIDATE else f"{name}=")
+            found.append(f"{flag}{_setup_words(setup)} (on file: "
+                         f"{_setup_words(before[name])})")
     return found
 
 
@@ -83,11 +164,17 @@ def read_state(path: Path) -> State | None:
 
     if not path.exists():
         return None
-    data = loads(read_whole(path, 1 << 20), str(path))
+    text = read_whole(path, 1 << 20)
+    try:
+        data = loads(text, str(path))
+    except ValueError:
+        data = None
     if not isinstance(data, dict) or not isinstance(data.get("arguments"), dict):
-        raise RunFileError(f"{path}: not the record of a kveval ab experiment")
-    forcing = data.get("forcing")
-    return State(data["arguments"], forcing if isinstance(forcing, bool) else None)
+        raise RunFileError(f"{path}: not the record of a kveval ab experiment; give another "
+                           "-o DIR, or remove this one")
+    forcing, salt = data.get("forcing"), data.get("salt")
+    return State(data["arguments"], forcing if isinstance(forcing, bool) else None,
+                 salt if isinstance(salt, str) else "")
 
 
 def write_state(path: Path, state: State) -> None:
@@ -100,17 +187,31 @@ def write_state(path: Path, state: State) -> None:
         raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
-def resumed(path: Path, opts: AbOptions) -> State:
-    """The experiment DIR holds, checked against these arguments; a new one where none."""
-    new = arguments(opts)
+def _unclaimed(folder: Path) -> None:
+    """A folder with run files and no ab.json is not an experiment to resume."""
+    found = sorted(p.name for p in folder.glob("*.jsonl")) if folder.is_dir() else []
+    if found:
+        raise UsageError(f"{folder}: holds run files ({', '.join(found[:3])}) but no ab.json: "
+                         "not a kveval ab experiment to resume; give another -o DIR, or "
+                         "remove them")
+
+
+def resumed(path: Path, opts: AbOptions) -> tuple[State, AbOptions]:
+    """The experiment DIR holds, checked against these arguments; a new one where none. The
+    options come back with the experiment's salt."""
     old = read_state(path)
     if old is None:
-        return State(new)
+        _unclaimed(path.parent)
+        opts = replace(opts, salt=secrets.token_hex(8))
+        return State(arguments(opts), salt=opts.salt), opts
+    opts = replace(opts, salt=old.salt)
+    new = arguments(opts)
     changed = differences(old.arguments, new)
     if changed:
         raise UsageError(f"{path.parent}: holds an experiment made with other arguments: "
                          f"{'; '.join(changed)}; give another -o DIR, or remove this one")
-    return State(new, old.forcing)
+    merged = {**_candidates(old.arguments), **new["candidates"]}  # every candidate ever run
+    return State({**new, "candidates": merged}, old.forcing, old.salt), opts
 
 
 @dataclass(frozen=True)

@@ -37,16 +37,20 @@ from kveval.formats.figures import (
 )
 from kveval.run import serve
 from kveval.run.ab.model_kv import completed
-from kveval.run.ab.options import AbOptions, Side
+from kveval.run.ab.options import AbOptions
 from kveval.run.ab.plan import BASELINE, Folder, RunStep, Start
 from kveval.run.ab.serverlog import kv_pool
-from kveval.run.ab.state import progress
+from kveval.run.ab.side import Side
+from kveval.run.ab.state import progress, recorded_command, recorded_env, setup_of
 from kveval.safe import one_line
 
 ENDPOINT = "http://127.0.0.1:{port}/v1"
 WARM = ("openai", "aiohttp", "tqdm", "kveval.run.client", "kveval.run.data",
         "kveval.run.preflight", "kveval.run.runner", "kveval.run.summary")
 STARTUP_LOG = 8 << 20  # bytes of a start's output searched for the KV pool
+
+
+SLOTS = ("{slot}", "{gpu}")  # where a server started side by side takes its slot's number
 
 
 @dataclass(frozen=True)
@@ -56,15 +60,19 @@ class Context:
     api_key: str | None
     forcing: Callable[[serve.Server], bool]  # whether this experiment forces (asked once)
     stop_forcing: Callable[[str], None] = lambda why: None  # auto: forcing found impossible
+    slot: int = 0  # {slot} and {gpu}: which of --parallel N this server holds
+    reference: Callable[[], None] = lambda: None  # waits for the baseline's answers on file
 
 
-def setup_of(opts: AbOptions, side: Side) -> dict[str, str]:
-    setup = {"server_command": shlex.join(opts.command(side))}
-    if side.args:
-        setup["server_args"] = shlex.join(side.args)
-    if side.env:
-        setup["server_env"] = " ".join(f"{k}={v}" for k, v in side.env)
-    return setup
+def placed(command: serve.Command, slot: int) -> serve.Command:
+    """The command with its slot's number where `{slot}` or `{gpu}` stand."""
+    def put(text: str) -> str:
+        for mark in SLOTS:
+            text = text.replace(mark, str(slot))
+        return text
+
+    return serve.Command(command.label, tuple(put(a) for a in command.argv),
+                         tuple((k, put(v)) for k, v in command.env))
 
 
 def run_options(ctx: Context, step: RunStep, side: Side, base_url: str) -> Any:
@@ -120,7 +128,8 @@ class Recorder:
 def recorder(ctx: Context, start: Start) -> Recorder:
     path = ctx.folder.figures(start.label)
     found = read_optional(path) or ServerFigures(
-        start.label, ctx.opts.command(start.side), dict(start.side.env))
+        start.label, tuple(recorded_command(ctx.opts, start.side)),
+        recorded_env(ctx.opts, start.side))
     return Recorder(path, found)
 
 
@@ -222,7 +231,8 @@ def _now() -> str:
 
 @contextlib.contextmanager
 def _serve(ctx: Context, start: Start, record: Recorder) -> Iterator[serve.Server]:
-    command = serve.Command(start.label, ctx.opts.command(start.side), start.side.env)
+    command = placed(serve.Command(start.label, ctx.opts.command(start.side), start.side.env),
+                     ctx.slot)
     click.echo(f"kveval ab: {start.label}: start {shlex.join(command.argv)}", err=True)
     with serve.serving(command, ctx.folder.log(start.label), ctx.opts.ready_timeout,
                        ctx.api_key, ctx.opts.grace) as (server, ready_s):
@@ -247,6 +257,8 @@ def run_start(ctx: Context, start: Start, forcing: bool | None) -> int:
     code = EXIT_OK
     with _serve(ctx, start, record) as server:
         for step in start.runs:
+            if step.forced and start.label != BASELINE:
+                ctx.reference()  # side by side: the baseline's answers are on file first
             if progress(step.path).finished or (step.forced and not ctx.forcing(server)):
                 continue
             code = max(code, send_step(ctx, step, start, server, record))

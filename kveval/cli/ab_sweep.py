@@ -1,0 +1,67 @@
+"""`kveval ab` with several candidates: each candidate's own gate against the one pool (its
+full page DIR/NAME.html), then the sweep's verdict (judge/sweep.py), printed and written as
+DIR/gate.json and the sweep's page DIR/report.html."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kveval.cli import options
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    from kveval.atomic import write_text
+    from kveval.errors import RunFileError
+    from kveval.show import report
+
+    try:
+        write_text(path, report.dumps(data) + "\n")
+    except OSError as exc:
+        raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def one_gate(args: Any, max_error_rate: float, page: Path) -> dict[str, Any]:
+    """One candidate's gate JSON, its page written; what cannot be judged is its verdict."""
+    from kveval.cli import gating
+    from kveval.errors import KvevalError
+    from kveval.show import report
+
+    inputs, error = gating.load_inputs(args)
+    try:
+        if error is not None:
+            raise error
+        result, _, data = gating.decide_gate(inputs, max_error_rate)
+    except KvevalError as exc:
+        gating.publish(inputs, str(page), None, None, exc)
+        return report.cannot_judge_json(str(exc))
+    gating.publish(inputs, str(page), None, result, None, data)
+    return data
+
+
+def gate_sweep(folder: Path, gates: dict[str, Any], max_error_rate: float, as_json: bool,
+               markdown: bool, run_code: int) -> int:
+    """Every candidate's gate, then the sweep's: exit 1 where any shows a regression, else 2
+    where any cannot be judged, else 0."""
+    from kveval.cli import gating
+    from kveval.judge.sweep import row, sweep_exit
+    from kveval.show import report, sweep_view
+
+    found = {name: one_gate(args, max_error_rate, folder / f"{name}.html")
+             for name, args in gates.items()}
+    rows = [row(name, gate) for name, gate in found.items()]
+    code, verdict = sweep_exit(rows)
+    pages = {name: f"{name}.html" for name in found}
+    data = sweep_view.sweep_json(rows, found, code, verdict, pages)
+    write_json(folder / "gate.json", data)
+    blocks = sweep_view.blocks(rows, verdict, {n: str(folder / p) for n, p in pages.items()})
+    gating.write_page(str(folder / "report.html"), sweep_view.page(rows, found, verdict, pages))
+    if markdown:
+        gating.append_step_summary(report.to_markdown(blocks))
+    options.emit(blocks, data, as_json, markdown)
+    if run_code:
+        click.echo(f"note: some items failed on a server (see {folder}); the gates judged "
+                   "what is on file", err=True)
+    return code

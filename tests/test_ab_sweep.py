@@ -1,0 +1,142 @@
+"""`kveval ab` with several candidates against one pool (tests/ab_server.py): one start per
+setup, one gate each, the sweep's page and exit, a candidate added later, servers side by
+side (`--parallel`, `{slot}`), and every bad sweep input one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_ab import Q8, alive, command, environment, last_line, pids, sent, serve, write_suite
+
+from kveval.judge.sweep import Costs, Row, sweep_exit
+
+Q4 = "--cache-type-k q4_0 --cache-type-v q4_0"
+
+
+def sweep(tmp_path: Path, *args: str, serve_cmd: str | None = None,
+          timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    cmd = command(tmp_path, write_suite(tmp_path, 40), *args, serve_cmd=serve_cmd,
+                  candidate=f"q8={Q8}")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=environment())
+
+
+def test_each_candidate_is_gated_against_one_pool(tmp_path: Path) -> None:
+    done = sweep(tmp_path, "--candidate", f"q4={Q4}", "--json")
+    assert done.returncode == 0, done.stderr
+    assert len(pids(tmp_path)) == 4  # baseline, noise1, q8, q4: not 2 x 3
+    data = json.loads((tmp_path / "ab" / "gate.json").read_text())
+    assert data == json.loads(done.stdout)
+    assert data["command"] == "ab" and data["exit_code"] == 0
+    assert data["verdict"] == "PASS: q8, q4"
+    q8, q4 = data["candidates"]
+    assert (q8["name"], q4["name"]) == ("q8", "q4")
+    assert q8["gate"]["candidate"]["label"] == "q8" and q8["gate"]["command"] == "gate"
+    assert q8["bought"]["kv_bytes_per_token"]["ratio"] == pytest.approx(34 / 64, rel=0.01)
+    assert q4["bought"]["kv_bytes_per_token"]["ratio"] == pytest.approx(18 / 64, rel=0.01)
+    page = (tmp_path / "ab" / "report.html").read_text()
+    assert 'href="q8.html"' in page and 'href="q4.html"' in page and "PASS" in page
+    assert "kveval: PASS" in (tmp_path / "ab" / "q4.html").read_text()
+
+
+def test_a_candidate_added_later_starts_only_its_server(tmp_path: Path) -> None:
+    assert sweep(tmp_path).returncode == 0
+    before = len(pids(tmp_path))
+    done = sweep(tmp_path, "--candidate", f"q4={Q4}")
+    assert done.returncode == 0, done.stderr
+    assert len(pids(tmp_path)) == before + 1
+    assert done.stderr.count("finished on file; not started") == 3
+    changed = sweep(tmp_path, "--candidate", f"q4={Q8} --latency 0")
+    assert changed.returncode == 2
+    assert "--candidate q4=" in last_line(changed.stderr) and "(on file: " in last_line(
+        changed.stderr)
+
+
+def test_servers_side_by_side_each_hold_a_slot(tmp_path: Path) -> None:
+    cmd = serve(tmp_path).replace(f"--pids {tmp_path / 'pids'}",
+                                  f"--pids {tmp_path / 'pids'}-{{slot}}")
+    done = sweep(tmp_path, "--candidate", f"q4={Q4}", "--parallel", "2", serve_cmd=cmd)
+    assert done.returncode == 0, done.stderr
+    slots = [path.read_text().split() for path in sorted(tmp_path.glob("pids-*"))]
+    assert len(slots) == 2 and sum(map(len, slots)) == 4
+    assert len(sent(tmp_path)) == 4 * 40
+    header = json.loads((tmp_path / "ab" / "noise1.jsonl").open().readline())
+    assert "{slot}" in header["setup"]["server_command"]  # the setup, not one start's slot
+
+
+def test_a_server_that_never_answers_side_by_side_stops_them_all(tmp_path: Path) -> None:
+    done = sweep(tmp_path, "--candidate", "q4=--fault never", "--parallel", "4",
+                 "--ready-timeout", "4")
+    assert done.returncode == 2
+    assert "did not answer on port" in last_line(done.stderr)
+    assert "Traceback" not in done.stderr
+    time.sleep(0.5)
+    assert pids(tmp_path) and not any(alive(pid) for pid in pids(tmp_path))
+
+
+def test_sigterm_side_by_side_stops_every_server(tmp_path: Path) -> None:
+    cmd = command(tmp_path, write_suite(tmp_path, 40), "--parallel", "3",
+                  serve_cmd=serve(tmp_path, "--latency 0.05"), candidate=f"q8={Q8}")
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment())
+    deadline = time.monotonic() + 60
+    while len(sent(tmp_path)) < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=90)
+    assert process.returncode == 143, err
+    assert "interrupted (SIGTERM)" in last_line(err)
+    assert not any(alive(pid) for pid in pids(tmp_path))
+
+
+def test_a_sweep_file_names_its_candidates(tmp_path: Path) -> None:
+    found = tmp_path / "sweep.toml"
+    found.write_text(f'[q4]\nargs = "{Q4}"\n\n[q4-slow]\nargs = ["--cache-type-k", "q4_0"]\n'
+                     'env = { OMP_NUM_THREADS = "1", PGPASSWORD = "hunter2secret" }\n')
+    done = sweep(tmp_path, "--sweep", str(found), "--dry-run", "--teacher-force", "off")
+    assert done.returncode == 0, done.stderr
+    assert "start 4: q4: " in done.stdout and "start 5: q4-slow: OMP_NUM_THREADS=1 " \
+        "PGPASSWORD=sha256:" in done.stdout
+    assert "hunter2secret" not in done.stdout
+    assert "a page per candidate" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--candidate", f"q8={Q4}"), "candidate 'q8' is given twice"),
+    (("--candidate", "baseline=--x"), "--candidate 'baseline': a candidate's name"),
+    (("--candidate", "q4=--y", "--candidate-env", "A=1"), "--candidate-env 'A=1': name the "
+                                                           "candidate"),
+    (("--candidate", f"q4={Q8}"), "candidate 'q4' must change something against another"),
+    (("--sweep", "{missing}"), "cannot read"),
+    (("--sweep", "{bad}"), "not a TOML file"),
+    (("--sweep", "{odd}"), "`args` is a string or a list of strings"),
+])
+def test_a_bad_sweep_is_one_line(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
+    (tmp_path / "bad.toml").write_text("[q4\n")
+    (tmp_path / "odd.toml").write_text("[q4]\nargs = 3\n")
+    paths = {"missing": str(tmp_path / "none.toml"), "bad": str(tmp_path / "bad.toml"),
+             "odd": str(tmp_path / "odd.toml")}
+    done = sweep(tmp_path, *(a.format(**paths) for a in args), "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert words in last_line(done.stderr) and "Traceback" not in done.stderr
+    assert not pids(tmp_path)
+
+
+def _row(name: str, code: int) -> Row:
+    return Row(name, {0: "pass", 1: "regression"}.get(code, "cannot judge"), code,
+               Costs(None, None, None, False, ()), {})
+
+
+@given(st.lists(st.sampled_from([0, 1, 2]), min_size=1, max_size=6))
+def test_the_sweep_exits_on_its_worst_candidate(codes: list[int]) -> None:
+    code, words = sweep_exit([_row(f"c{i}", c) for i, c in enumerate(codes)])
+    assert code == (1 if 1 in codes else 2 if 2 in codes else 0)
+    named = [f"c{i}" for i, c in enumerate(codes) if c == code]
+    assert all(name in words for name in named)
