@@ -243,17 +243,21 @@ def line_chart(xs: Sequence[float], series: Sequence[tuple[str, Sequence[float |
 # ---------------------------------------------------------------- a sweep's cost and gain
 
 
-def scatter_chart(points: Sequence[tuple[str, float, float]], cloud: Sequence[tuple[float, float]],
-                  x_label: str, y_label: str) -> str:
-    """Each candidate a labelled point (what it bought, what it cost); the restarts' own
-    points grey, the reference cloud."""
+VERDICT_COLOURS = {"pass": "#1e7b34", "regression": "#b3261e"}  # else cannot judge's
+CANNOT = "#8a5a00"
+
+
+def scatter_chart(points: Sequence[tuple[str, str, float, float]],
+                  cloud: Sequence[tuple[float, float]], x_label: str, y_label: str) -> str:
+    """Each candidate a labelled point (what it bought, what it cost) in its verdict's
+    colour; the restarts' own points as grey rings, the reference cloud."""
     def paint(fig: Any, axes: Any) -> None:
         ax = axes[0]
         if cloud:
-            ax.scatter([x for x, _ in cloud], [y for _, y in cloud], color=NOISE, s=18,
-                       label="restarts of the baseline's setup")
-        for at, (name, x, y) in enumerate(points):
-            ax.scatter([x], [y], color=COLOURS[(at + 1) % len(COLOURS)], s=36)
+            ax.scatter([x for x, _ in cloud], [y for _, y in cloud], s=90, facecolors="none",
+                       edgecolors=NOISE, label="restarts of the baseline's setup")
+        for name, verdict, x, y in points:
+            ax.scatter([x], [y], color=VERDICT_COLOURS.get(verdict, CANNOT), s=36)
             ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4))
         ax.axhline(0, color=NOISE, lw=0.8, ls=":")
         ax.set_xlabel(x_label)

@@ -83,9 +83,9 @@ def _cloud(gates: Mapping[str, dict[str, Any]]) -> list[tuple[float, float]]:
 def chart(rows: Sequence[Row], gates: Mapping[str, dict[str, Any]]) -> str | None:
     from kveval.show import charts
 
-    points = [(r.name, (r.bought.get("kv_tokens_in_same_memory") or {}).get("ratio"),
-               r.costs.kl_rise) for r in rows]
-    known = [(n, x, y) for n, x, y in points if x is not None and y is not None]
+    points = [(r.name, r.verdict, (r.bought.get("kv_tokens_in_same_memory") or {})
+               .get("ratio"), r.costs.kl_rise) for r in rows]
+    known = [(n, v, x, y) for n, v, x, y in points if x is not None and y is not None]
     if not known or not charts.available():
         return None
     return charts.scatter_chart(known, _cloud(gates), "tokens in the same memory (x the "
