@@ -227,8 +227,10 @@ def test_q8_0_engine_serves_and_differs_only_in_cache(f16: Engine) -> None:
         assert chat(q8, "Say hi.", max_tokens=4).strip()
         assert q8.model == f16.model
     differ = {k for k in f16.fingerprint if f16.fingerprint[k] != q8.fingerprint[k]}
-    assert differ == {"kv_cache_type", "type_k", "type_v", "threads"}
+    assert differ == {"kv_cache_type", "type_k", "type_v", "threads", "kv_bytes_per_token"}
     assert q8.fingerprint["type_k"] == q8.fingerprint["type_v"] == 8
+    ratio = q8.fingerprint["kv_bytes_per_token"] / f16.fingerprint["kv_bytes_per_token"]
+    assert ratio == pytest.approx(34 / 64)  # q8_0: 34 bytes a block of 32 against f16's 64
 
 
 @pytest.mark.integration
