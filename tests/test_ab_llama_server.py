@@ -88,11 +88,14 @@ def answers(path: Path) -> dict[str, object]:
 def test_a_sweep_shares_one_pool_and_side_by_side_gives_the_same_answers(
         tmp_path: Path) -> None:
     both = ("q8=-ctk q8_0 -ctv q8_0", "q4=-ctk q4_0 -ctv q4_0")
-    done = ab(tmp_path, candidates=both, threads=1)
+    same = "same=--cache-type-k f16 --cache-type-v f16"  # changes nothing
+    done = ab(tmp_path, candidates=(*both, same), threads=1)
     assert done.returncode == 1, done.stderr  # q4_0 moves more than a restart: drift shown
-    assert done.stderr.count("answering on port") == 4  # 3 + 1, not 2 x 3
+    assert done.stderr.count("answering on port") == 5  # 2 + 3, not 3 x 2
     data = json.loads(done.stdout)
-    q8, q4 = data["candidates"]
+    q8, q4, unchanged = data["candidates"]
+    assert unchanged["exit_code"] == 0 and unchanged["costs"]["kl_rise"] == 0
+    assert unchanged["gate"]["tasks"][0]["forced_divergence"]["kl_mean"] == 0
     assert q8["bought"]["kv_bytes_per_token"]["ratio"] == pytest.approx(34 / 64, rel=0.01)
     assert q4["bought"]["kv_bytes_per_token"]["ratio"] == pytest.approx(18 / 64, rel=0.01)
     assert q4["costs"]["kl_rise"] > q8["costs"]["kl_rise"] > 0
