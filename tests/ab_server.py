@@ -1,14 +1,15 @@
 """A scripted OpenAI-compatible server process for `kveval ab`'s supervisor tests.
 
     python tests/ab_server.py --port P [--fault F] [--count FILE] [--pids FILE]
-                              [--latency S] [--cache-type-k T] [--cache-type-v T]
+                              [--latency S] [--flip P] [--cache-type-k T] [--cache-type-v T]
 
 It serves /health, /v1/models, /v1/completions and /v1/chat/completions with a canned
 answer, logs a llama.cpp-shaped KV cache line sized by the cache types, appends its pid to
 `--pids` and one line per completion request (`pid max_tokens sha256(prompt)`) to `--count`.
 Faults: `exit` (exits at start), `never` (never answers 200), `die:N` (dies at its N-th
 completion request), `ignore-term` (ignores SIGTERM), `hold-port` (leaves a process outside
-its group holding the port; its pid is appended to `--pids` too).
+its group holding the port; its pid is appended to `--pids` too). `--flip P`: a share P of
+the prompts answered otherwise, drawn afresh at each start.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -38,6 +40,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--count")
     p.add_argument("--pids")
     p.add_argument("--latency", type=float, default=0.0)
+    p.add_argument("--flip", type=float, default=0.0)
     p.add_argument("--cache-type-k", default="f16")
     p.add_argument("--cache-type-v", default="f16")
     p.add_argument("--api-key")
@@ -63,15 +66,23 @@ def usage_of(body: dict[str, Any], out: int = 5) -> dict[str, int]:
     return {"prompt_tokens": words, "completion_tokens": out, "total_tokens": words + out}
 
 
-def reply(body: dict[str, Any]) -> dict[str, Any]:
+def answer(prompt: str, flip: float) -> str:
+    """The canned answer; with --flip P, another one for a share P of the prompts, drawn
+    afresh at every start (a restart changes other answers)."""
+    moved = flip and random.Random(f"{os.getpid()} {prompt}").random() < flip
+    return ANSWER.replace("42", "41") if moved else ANSWER
+
+
+def reply(body: dict[str, Any], flip: float = 0.0) -> dict[str, Any]:
     usage = usage_of(body)
+    text = answer(json.dumps(body.get("prompt") or body.get("messages")), flip)
     if "messages" in body:
         return {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                             "message": {"role": "assistant", "content": ANSWER}}],
+                             "message": {"role": "assistant", "content": text}}],
                 "usage": usage}
     return {"id": "c", "object": "text_completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "text": ANSWER,
+            "choices": [{"index": 0, "finish_reason": "stop", "text": text,
                          "logprobs": None}], "usage": usage}
 
 
@@ -138,7 +149,7 @@ def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
                 return self.stream(body)
             append(args.count, f"{os.getpid()} {body.get('max_tokens')} "
                                f"{hashlib.sha256(prompt.encode()).hexdigest()[:16]}")
-            self.send(200, reply(body))
+            self.send(200, reply(body, args.flip))
 
     return Handler
 

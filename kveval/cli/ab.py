@@ -64,6 +64,14 @@ SERVE_HELP = ("The server command, `{port}` where the port goes, e.g. \"llama-se
               help="The forced KL rise the experiment is sized for: --dry-run says how many "
                    "forced restarts show it, and a note says when the forced runs' spread "
                    "needs more than --noise-runs.")
+@click.option("--detect", type=options.Finite(min=0, min_open=True), metavar="POINTS",
+              help="Size the experiment itself: a pilot, then items and restarts grown until "
+                   "an accuracy loss of POINTS would show at 80%, then the candidates.")
+@click.option("--pilot", type=click.IntRange(10, 100000), default=100, show_default=True,
+              metavar="N", help="With --detect: the pilot's items a task.")
+@click.option("--budget", metavar="STARTS|Nh",
+              help="With --detect: server starts at most (12), or hours after which no "
+                   "growth begins (3h); the verdict says when it ended the growth.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (each start, each run) only.")
 @options.gate_options
 @options.family_options
@@ -78,6 +86,9 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     kveval ab --serve "llama-server -m m.gguf --port {port}" \\
       --candidate "--cache-type-k q8_0 --cache-type-v q8_0" --suite tasks/rollout.toml -o ab/q8
     """
+    from dataclasses import replace
+
+    from kveval.cli.ab_detect import pilot_lines, sizing_of
     from kveval.run.ab.experiment import run_experiment
     from kveval.run.ab.options import from_cli
     from kveval.run.credentials import api_key
@@ -86,20 +97,37 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     family = {k: given.pop(k) for k in ("alpha", "metric", "skip", "max_kl", "min_recovery",
                                          "effective_fraction", "effective_threshold")}
     detect_kl = given.pop("detect_kl")
-    opts = from_cli(given)
-    run_code = run_experiment(opts, api_key())
+    sizing = sizing_of(given)
+    opts = replace(from_cli(given), sizing=sizing)
     if opts.dry_run:
+        if sizing is not None:
+            click.echo("\n".join(pilot_lines(sizing)))
+        run_experiment(opts, api_key())
         if opts.teacher_force != "off":
             click.echo("\n".join(_sizing(opts, detect_kl, family["alpha"])))
         return 0
+    opts, run_code, size = _send(opts, api_key())
     gates = {side.name: _gate_args(opts.output, opts.noise_runs, side.name, policy, margin,
                                    family) for side in opts.candidates}
     if len(gates) > 1:
         from kveval.cli.ab_sweep import gate_sweep
 
-        return gate_sweep(opts.output, gates, max_error_rate, as_json, markdown, run_code)
+        return gate_sweep(opts.output, gates, max_error_rate, as_json, markdown, run_code,
+                          size)
     args = next(iter(gates.values()))
-    return _gate(args, max_error_rate, as_json, markdown, run_code, detect_kl)
+    return _gate(args, max_error_rate, as_json, markdown, run_code, detect_kl, size)
+
+
+def _send(opts: Any, key: str | None) -> tuple[Any, int, Any]:
+    """Every run the experiment needs: as planned, or sized by --detect."""
+    from kveval.cli.ab_detect import sized
+    from kveval.run.ab.experiment import prepare, run_experiment
+
+    if opts.sizing is None:
+        return opts, run_experiment(opts, key), None
+    ready = prepare(opts, key)
+    assert ready is not None  # not a dry run
+    return sized(ready, key)
 
 
 def _sizing(opts: Any, detect_kl: tuple[float, bool], alpha: float) -> list[str]:
@@ -151,10 +179,10 @@ def _forced_note(inputs: Any, detect_kl: tuple[float, bool]) -> None:
 
 
 def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,
-          run_code: int, detect_kl: tuple[float, bool] = (0.1, True)) -> int:
+          run_code: int, detect_kl: tuple[float, bool] = (0.1, True), size: Any = None) -> int:
     """The gate on the runs made: DIR/gate.json, DIR/report.html, the verdict printed."""
     from kveval.cli import gating
-    from kveval.cli.ab_sweep import write_json
+    from kveval.cli.ab_sweep import with_sizing, write_json
     from kveval.errors import KvevalError
     from kveval.show import report
 
@@ -168,6 +196,7 @@ def _gate(args: Any, max_error_rate: float, as_json: bool, markdown: bool,
         write_json(folder / "gate.json", report.cannot_judge_json(str(exc)))
         gating.publish(inputs, str(folder / "report.html"), None, None, exc)
         raise
+    data = with_sizing(data, size)
     write_json(folder / "gate.json", data)
     _forced_note(inputs, detect_kl)
     gating.publish(inputs, str(folder / "report.html"),

@@ -23,6 +23,18 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
         raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
+def with_sizing(data: dict[str, Any], size: Any) -> dict[str, Any]:
+    """The gate's JSON with the size --detect reached and why its growth ended, said on
+    stderr too."""
+    if size is None:
+        return data
+    from kveval.cli.ab_detect import words
+
+    click.echo(f"kveval ab: --detect: judged at {words(size)} (growth ended: "
+               f"{size.stopped})", err=True)
+    return {**data, "sizing": size.to_json()}
+
+
 def one_gate(args: Any, max_error_rate: float, page: Path) -> dict[str, Any]:
     """One candidate's gate JSON, its page written; what cannot be judged is its verdict."""
     from kveval.cli import gating
@@ -42,7 +54,7 @@ def one_gate(args: Any, max_error_rate: float, page: Path) -> dict[str, Any]:
 
 
 def gate_sweep(folder: Path, gates: dict[str, Any], max_error_rate: float, as_json: bool,
-               markdown: bool, run_code: int) -> int:
+               markdown: bool, run_code: int, size: Any = None) -> int:
     """Every candidate's gate, then the sweep's: exit 1 where any shows a regression, else 2
     where any cannot be judged, else 0."""
     from kveval.cli import gating
@@ -54,7 +66,7 @@ def gate_sweep(folder: Path, gates: dict[str, Any], max_error_rate: float, as_js
     rows = [row(name, gate) for name, gate in found.items()]
     code, verdict = sweep_exit(rows)
     pages = {name: f"{name}.html" for name in found}
-    data = sweep_view.sweep_json(rows, found, code, verdict, pages)
+    data = with_sizing(sweep_view.sweep_json(rows, found, code, verdict, pages), size)
     write_json(folder / "gate.json", data)
     blocks = sweep_view.blocks(rows, verdict, {n: str(folder / p) for n, p in pages.items()})
     gating.write_page(str(folder / "report.html"), sweep_view.page(rows, found, verdict, pages))

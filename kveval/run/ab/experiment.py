@@ -20,9 +20,10 @@ from kveval.run import serve
 from kveval.run.ab.forcing import Forcing
 from kveval.run.ab.options import AbOptions
 from kveval.run.ab.plan import Folder, Start, plan
+from kveval.run.ab.progress import progress
 from kveval.run.ab.state import (
     check_ours,
-    progress,
+    read_state,
     recorded_command,
     recorded_env,
     resumed,
@@ -58,8 +59,9 @@ def plan_lines(opts: AbOptions, starts: Sequence[Start]) -> list[str]:
     return lines + [f"then: {', '.join(pages)}"]
 
 
-def run_experiment(opts: AbOptions, api_key: str | None) -> int:
-    """Every start not finished on file; the worst run's exit code (1: items failed)."""
+def prepare(opts: AbOptions, api_key: str | None) -> AbOptions | None:
+    """The commands checked, the folder's record made or checked against these arguments;
+    the options with the experiment's salt, or None where --dry-run printed the plan."""
     check_commands(opts)
     folder = Folder(opts.output)
     state, opts = resumed(folder.state, opts)
@@ -67,10 +69,21 @@ def run_experiment(opts: AbOptions, api_key: str | None) -> int:
     check_ours(opts, starts)
     if opts.dry_run:
         click.echo("\n".join(plan_lines(opts, starts)))
-        return EXIT_OK
+        return None
     make_folder(opts.output)
+    write_state(folder.state, Forcing(opts, state, api_key).state)
+    return opts
+
+
+def send_pass(opts: AbOptions, api_key: str | None) -> int:
+    """Every start of these options not finished on file; the worst run's exit code (1:
+    items failed)."""
+    folder = Folder(opts.output)
+    starts = plan(opts, forcing=opts.teacher_force != "off")
+    check_ours(opts, starts)
+    state = read_state(folder.state)
+    assert state is not None  # prepare wrote it
     forcing = Forcing(opts, state, api_key)
-    write_state(folder.state, forcing.state)
     try:
         if opts.parallel > 1:
             from kveval.run.ab.parallel import run_side_by_side
@@ -80,6 +93,12 @@ def run_experiment(opts: AbOptions, api_key: str | None) -> int:
         return max([run_start(ctx, start, forcing.state.forcing) for start in starts])
     except (KeyboardInterrupt, Interrupted):
         raise Interrupted(interrupted_words(starts), exit_code()) from None
+
+
+def run_experiment(opts: AbOptions, api_key: str | None) -> int:
+    """Every start not finished on file; the worst run's exit code (1: items failed)."""
+    ready = prepare(opts, api_key)
+    return EXIT_OK if ready is None else send_pass(ready, api_key)
 
 
 def make_folder(path: Path) -> None:

@@ -28,6 +28,16 @@ CANDIDATE = "candidate"  # a bare --candidate's name
 
 
 @dataclass(frozen=True)
+class Sizing:
+    """--detect POINTS: the loss to show at 80%, the pilot's items, the budget."""
+
+    detect: float
+    pilot: int = 100
+    starts: int | None = None  # server starts at most
+    seconds: float | None = None  # no growth begins after this long
+
+
+@dataclass(frozen=True)
 class AbOptions:
     serve: tuple[str, ...]  # the server command, `{port}` where the port goes
     baseline: Side
@@ -46,6 +56,8 @@ class AbOptions:
     record_env: tuple[str, ...] = ()  # names whose values are recorded in clear
     salt: str = ""  # the experiment's own (ab.json): secrets' fingerprints
     parallel: int = 1  # servers up at once
+    limit: int | None = None  # items a task in this pass (--detect sizes it), else the suite's
+    sizing: Sizing | None = None  # --detect: the experiment sizes itself
 
     def command(self, side: Side) -> tuple[str, ...]:
         return (*self.serve, *side.args)

@@ -47,10 +47,10 @@ class Reference:
 
     def __call__(self) -> None:
         from kveval.run.ab.plan import BASELINE, Folder
-        from kveval.run.ab.state import progress
+        from kveval.run.ab.progress import done
 
         baseline = Folder(self.opts.output).run(BASELINE)
-        while not (progress(baseline).finished and self._decided()):
+        while not (done(baseline, self.opts.limit) and self._decided()):
             time.sleep(POLL_S)
 
     def _decided(self) -> bool:

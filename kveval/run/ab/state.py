@@ -37,10 +37,11 @@ class State:
     arguments: dict[str, Any]
     forcing: bool | None = None  # None: not decided yet (auto, before the first start)
     salt: str = ""  # the experiment's own: its secrets' fingerprints (run/ab/env.py)
+    sizing: dict[str, Any] | None = None  # --detect: the size the pool grew to
 
     def to_json(self) -> dict[str, Any]:
         return {"kveval_version": __version__, "arguments": self.arguments,
-                "forcing": self.forcing, "salt": self.salt}
+                "forcing": self.forcing, "salt": self.salt, "sizing": self.sizing}
 
 
 def _sha256(path: str) -> str | None:
@@ -172,9 +173,10 @@ def read_state(path: Path) -> State | None:
     if not isinstance(data, dict) or not isinstance(data.get("arguments"), dict):
         raise RunFileError(f"{path}: not the record of a kveval ab experiment; give another "
                            "-o DIR, or remove this one")
-    forcing, salt = data.get("forcing"), data.get("salt")
+    forcing, salt, sizing = data.get("forcing"), data.get("salt"), data.get("sizing")
     return State(data["arguments"], forcing if isinstance(forcing, bool) else None,
-                 salt if isinstance(salt, str) else "")
+                 salt if isinstance(salt, str) else "",
+                 sizing if isinstance(sizing, dict) else None)
 
 
 def write_state(path: Path, state: State) -> None:
@@ -211,38 +213,11 @@ def resumed(path: Path, opts: AbOptions) -> tuple[State, AbOptions]:
         raise UsageError(f"{path.parent}: holds an experiment made with other arguments: "
                          f"{'; '.join(changed)}; give another -o DIR, or remove this one")
     merged = {**_candidates(old.arguments), **new["candidates"]}  # every candidate ever run
-    return State({**new, "candidates": merged}, old.forcing, old.salt), opts
+    return State({**new, "candidates": merged}, old.forcing, old.salt, old.sizing), opts
 
 
-@dataclass(frozen=True)
-class Progress:
-    """How far a run file got against the items its header planned."""
-
-    path: Path
-    planned: int | None  # None: no file (or a header that does not say)
-    answered: int = 0
-    errors: int = 0
-
-    @property
-    def finished(self) -> bool:
-        return self.planned is not None and self.answered >= self.planned and not self.errors
-
-    def words(self) -> str:
-        if not self.path.exists():
-            return "new"
-        if self.finished:
-            return f"finished ({self.answered} items): kept"
-        also = f", {self.errors} errors" if self.errors else ""
-        return f"cut ({self.answered} of {self.planned or '?'} items answered{also}): continued"
-
-
-def progress(path: Path) -> Progress:
-    from kveval.formats.reader import read_run
-
-    if not path.exists():
-        return Progress(path, None)
-    run = read_run(path, judging=True)
-    counts = [c for t in run.header.tasks if type(c := t.get("items")) is int]
-    planned = sum(counts) if len(counts) == len(run.header.tasks) else None
-    answered = len({item.key for item in run.items if item.ok})
-    return Progress(path, planned, answered, sum(1 for i in run.items if not i.ok))
+def record_sizing(path: Path, sizing: dict[str, Any]) -> None:
+    """The size `--detect` reached, kept beside the rest of the record."""
+    state = read_state(path)
+    assert state is not None  # the experiment's record is made before any pass
+    write_state(path, replace(state, sizing=sizing))

@@ -39,9 +39,10 @@ from kveval.run import serve
 from kveval.run.ab.model_kv import completed
 from kveval.run.ab.options import AbOptions
 from kveval.run.ab.plan import BASELINE, Folder, RunStep, Start
+from kveval.run.ab.progress import done
 from kveval.run.ab.serverlog import kv_pool
 from kveval.run.ab.side import Side
-from kveval.run.ab.state import progress, recorded_command, recorded_env, setup_of
+from kveval.run.ab.state import recorded_command, recorded_env, setup_of
 from kveval.safe import one_line
 
 ENDPOINT = "http://127.0.0.1:{port}/v1"
@@ -81,7 +82,8 @@ def run_options(ctx: Context, step: RunStep, side: Side, base_url: str) -> Any:
     forced = str(ctx.folder.run(BASELINE)) if step.forced else None
     return RunOptions(
         endpoint=base_url, model=ctx.opts.model, task_names=(),
-        suite=None if forced else ctx.opts.suite, limit=None, label=step.label,
+        suite=None if forced else ctx.opts.suite, limit=None if forced else ctx.opts.limit,
+        label=step.label,
         output=step.path, concurrency=ctx.opts.concurrency, api=None, max_tokens=None,
         seed=1234, extra_body=None, timeout=600.0, retries=3, resume=step.path.exists(),
         overwrite=False, data=ctx.opts.data, prompts_file=None,
@@ -200,14 +202,19 @@ def measure_speed(ctx: Context, server: serve.Server, record: Recorder) -> None:
                        f"({one_line(load.error or '')})", err=True)
 
 
-def pending(start: Start, forcing: bool | None) -> list[RunStep]:
+def finished(ctx: Context, step: RunStep) -> bool:
+    """The run is done at this pass's size (a forced one: holds the baseline's items)."""
+    return done(step.path, ctx.opts.limit, ctx.folder.run(BASELINE) if step.forced else None)
+
+
+def pending(ctx: Context, start: Start, forcing: bool | None) -> list[RunStep]:
     """The runs of this start not finished yet (forced ones only where forcing is on)."""
     return [step for step in start.runs
-            if not (step.forced and forcing is False) and not progress(step.path).finished]
+            if not (step.forced and forcing is False) and not finished(ctx, step)]
 
 
-def needed(start: Start, figures: ServerFigures, forcing: bool | None) -> bool:
-    return bool(pending(start, forcing)) or (start.speed and not figures.speed)
+def needed(ctx: Context, start: Start, figures: ServerFigures, forcing: bool | None) -> bool:
+    return bool(pending(ctx, start, forcing)) or (start.speed and not figures.speed)
 
 
 def model_path(run: Path) -> str | None:
@@ -251,7 +258,7 @@ def run_start(ctx: Context, start: Start, forcing: bool | None) -> int:
     """Start the server where something of it is left to do; the worst exit code of its
     runs (1: some items failed)."""
     record = recorder(ctx, start)
-    if not needed(start, record.figures, forcing):
+    if not needed(ctx, start, record.figures, forcing):
         click.echo(f"kveval ab: {start.label}: finished on file; not started", err=True)
         return EXIT_OK
     code = EXIT_OK
@@ -259,7 +266,7 @@ def run_start(ctx: Context, start: Start, forcing: bool | None) -> int:
         for step in start.runs:
             if step.forced and start.label != BASELINE:
                 ctx.reference()  # side by side: the baseline's answers are on file first
-            if progress(step.path).finished or (step.forced and not ctx.forcing(server)):
+            if finished(ctx, step) or (step.forced and not ctx.forcing(server)):
                 continue
             code = max(code, send_step(ctx, step, start, server, record))
             serve.check_alive(server)
