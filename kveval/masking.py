@@ -7,8 +7,10 @@ may quote either back, decoded or not, in an error message, a model id or an ans
 spell it as it likes: `family` lists the literal spellings of one secret (raw, as JSON writes
 it, URL-, form- and percent-encoded in either case, base64 of any text holding it at any of
 the three alignments, so base64 of the whole `Bearer ...` header too), and a pattern per
-secret catches the spellings no list can hold (each character raw, %XX in either case, or a
-JSON \\uXXXX escape, mixed as a writer pleases).
+secret and per base64 spelling catches the spellings no list can hold (each character raw,
+%XX in either case, or a JSON \\uXXXX escape, its backslash doubled too as a JSON file holds
+an answer's escape, mixed as a writer pleases). A secret split by one line break (raw, or
+`\\n` as JSON writes it: a server's log wrapping the key it was sent) is masked whole.
 
 Every command registers the secrets it can know of at start-up (`from_environment`, the
 `--endpoint` option) and whatever it reads that names one (`named_secrets`: lm-eval's
@@ -23,7 +25,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote, urlsplit
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 MASK = "***"
 MIN_LENGTH = 4  # shorter strings are ordinary words; masking them would garble text
@@ -48,9 +50,12 @@ URL_VARIABLES = ("KVEVAL_ENDPOINT", "http_proxy", "https_proxy", "all_proxy", "H
                  "HTTPS_PROXY", "ALL_PROXY")
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")  # where a pattern can match
+_ESCAPE = re.compile(r"\\\\?u([0-9A-Fa-f]{4})")
+_BREAK = re.compile(r"\r?\n|\\r?\\n")  # a line break, raw or as JSON writes it
 
 _registered: set[str] = set()
-_patterns: dict[str, re.Pattern[str]] = {}
+_patterns: dict[str, re.Pattern[str]] = {}  # by the literal each matches once decoded
+_raw: set[str] = set()  # the secrets as registered: masked across a line break too
 _sorted: list[tuple[str, ...]] = [()]
 
 
@@ -113,7 +118,7 @@ def _char_pattern(char: str) -> str:
     data = char.encode("utf-8", "surrogatepass")
     units = char.encode("utf-16-be", "surrogatepass")
     ways = [re.escape(char), "".join("%" + hexed(b, 2) for b in data),
-            "".join(r"\\u" + hexed(int.from_bytes(units[i:i + 2], "big"), 4)
+            "".join(r"\\\\?u" + hexed(int.from_bytes(units[i:i + 2], "big"), 4)
                     for i in range(0, len(units), 2)),
             re.escape(json.dumps(char)[1:-1])]
     if char == " ":
@@ -207,14 +212,19 @@ def register_secrets(secrets: Iterable[str]) -> None:
             continue
         register(family(secret))
         for part in [secret, *_pieces(secret)]:
-            if len(part) >= MIN_LENGTH and part not in _patterns:
-                _patterns[part] = pattern(part)
+            if len(part) < MIN_LENGTH:
+                continue
+            _raw.add(part)
+            for form in [part, *_base64_spellings(part.encode("utf-8", "surrogatepass"))]:
+                if form not in _patterns:
+                    _patterns[form] = pattern(form)
 
 
 def forget() -> None:
     """The end of a command: nothing registered any more."""
     _registered.clear()
     _patterns.clear()
+    _raw.clear()
     _sorted[0] = ()
 
 
@@ -222,16 +232,58 @@ def registered() -> tuple[str, ...]:
     return _sorted[0]
 
 
+def _decoded(text: str) -> tuple[str, str]:
+    """`text` with its \\uXXXX escapes and %XX decoded (and `+` as a space, apart)."""
+    found = _ESCAPE.sub(lambda m: chr(int(m[1], 16)), text)
+    found = found.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return unquote(found, errors="replace"), unquote_plus(found, errors="replace")
+
+
+def _encoded(text: str) -> str:
+    """The registered secrets spelled with escapes in `text`, masked."""
+    plain, plus = _decoded(text)
+    for literal, found in _patterns.items():
+        if literal in plain or literal in plus:
+            text = found.sub(MASK, text)
+    return text
+
+
+def _across(text: str, at: int, end: int, width: int) -> tuple[int, int] | None:
+    """Where a registered secret broken by the line break at [at, end) stands, if one is."""
+    left, right = text[max(0, at - width):at], text[end:end + width]
+    joined = left + right
+    for secret in _raw:
+        start = joined.find(secret, max(0, len(left) - len(secret) + 1))
+        if 0 <= start < len(left):
+            return at - (len(left) - start), end + start + len(secret) - len(left)
+    return None
+
+
+def _split(text: str) -> str:
+    """Every registered secret split by one line break, masked."""
+    joined = text.replace("\n", "").replace("\r", "").replace("\\n", "").replace("\\r", "")
+    if not any(secret in joined for secret in _raw):  # the usual text: no search per break
+        return text
+    width = max(map(len, _raw))
+    spans = [s for m in _BREAK.finditer(text) if (s := _across(text, *m.span(), width))]
+    after = len(text) + 1
+    for start, end in reversed(spans):
+        if end <= after:  # not one secret found again from its second break
+            text, after = text[:start] + MASK + text[end:], start
+    return text
+
+
 def mask(text: str, secrets: Iterable[str] | None = None) -> str:
     """`text` with every registered secret (or every one of `secrets`) in every spelling
     replaced by `***`."""
+    if secrets is None and _raw and ("\n" in text or "\\n" in text):
+        text = _split(text)
     for secret in registered() if secrets is None else secrets:
         if secret and len(secret) >= MIN_LENGTH and secret in text:
             text = text.replace(secret, MASK)
     if (secrets is None and _patterns and ("%" in text or "\\u" in text)
             and _ENCODED.search(text)):
-        for found in _patterns.values():
-            text = found.sub(MASK, text)
+        text = _encoded(text)
     return text
 
 
