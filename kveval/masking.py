@@ -14,8 +14,8 @@ an answer's escape, mixed as a writer pleases). A secret split by one line break
 
 Every command registers the secrets it can know of at start-up (`from_environment`, the
 `--endpoint` option) and whatever it reads that names one (`named_secrets`: lm-eval's
-`model_args`); `kveval/sink.py`, the one door out, masks through `mask`. No kveval imports:
-every part may use it.
+`model_args`); `kveval/sink.py`, the one door out, masks through `mask`. Imports only
+kveval/spelled.py: every part may use it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
+
+from kveval.spelled import decoded, split_masked
 
 MASK = "***"
 MIN_LENGTH = 4  # shorter strings are ordinary words; masking them would garble text
@@ -46,12 +48,11 @@ CREDENTIAL = re.compile(r"(?i)\b(bearer|basic|token)\s+[\w.~+/=-]{8,}|\b(sk|pk|r
                         r"\beyJ[\w-]{8,}\.[\w-]{8,}\.")
 # The variables kveval or the libraries it runs read credentials from.
 KEY_VARIABLES = ("KVEVAL_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-URL_VARIABLES = ("KVEVAL_ENDPOINT", "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
-                 "HTTPS_PROXY", "ALL_PROXY")
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                   "ALL_PROXY")
+URL_VARIABLES = ("KVEVAL_ENDPOINT", *PROXY_VARIABLES)
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")  # where a pattern can match
-_ESCAPE = re.compile(r"\\\\?u([0-9A-Fa-f]{4})")
-_BREAK = re.compile(r"\r?\n|\\r?\\n")  # a line break, raw or as JSON writes it
 
 _registered: set[str] = set()
 _patterns: dict[str, re.Pattern[str]] = {}  # by the literal each matches once decoded
@@ -153,6 +154,11 @@ def url_secrets(url: str | None) -> list[str]:
     return found
 
 
+def with_scheme(url: str) -> str:
+    """A proxy URL as urllib reads it: `user:password@host:port` (no scheme) as http://."""
+    return url if "://" in url else f"http://{url}"
+
+
 def key_secrets(key: str | None) -> list[str]:
     """An API key as a secret to register: none for a placeholder shorter than MIN_KEY."""
     return [key] if key and len(key) >= MIN_KEY else []
@@ -163,7 +169,8 @@ def from_environment(environ: Mapping[str, str]) -> list[str]:
     the credentials of the endpoint's and the proxies' URLs."""
     found = [s for name in KEY_VARIABLES for s in key_secrets(environ.get(name))]
     for name in URL_VARIABLES:
-        found += url_secrets(environ.get(name))
+        value = environ.get(name)
+        found += url_secrets(with_scheme(value) if value and name in PROXY_VARIABLES else value)
     return found
 
 
@@ -232,44 +239,12 @@ def registered() -> tuple[str, ...]:
     return _sorted[0]
 
 
-def _decoded(text: str) -> tuple[str, str]:
-    """`text` with its \\uXXXX escapes and %XX decoded (and `+` as a space, apart)."""
-    found = _ESCAPE.sub(lambda m: chr(int(m[1], 16)), text)
-    found = found.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return unquote(found, errors="replace"), unquote_plus(found, errors="replace")
-
-
 def _encoded(text: str) -> str:
     """The registered secrets spelled with escapes in `text`, masked."""
-    plain, plus = _decoded(text)
+    plain, plus = decoded(text)
     for literal, found in _patterns.items():
         if literal in plain or literal in plus:
             text = found.sub(MASK, text)
-    return text
-
-
-def _across(text: str, at: int, end: int, width: int) -> tuple[int, int] | None:
-    """Where a registered secret broken by the line break at [at, end) stands, if one is."""
-    left, right = text[max(0, at - width):at], text[end:end + width]
-    joined = left + right
-    for secret in _raw:
-        start = joined.find(secret, max(0, len(left) - len(secret) + 1))
-        if 0 <= start < len(left):
-            return at - (len(left) - start), end + start + len(secret) - len(left)
-    return None
-
-
-def _split(text: str) -> str:
-    """Every registered secret split by one line break, masked."""
-    joined = text.replace("\n", "").replace("\r", "").replace("\\n", "").replace("\\r", "")
-    if not any(secret in joined for secret in _raw):  # the usual text: no search per break
-        return text
-    width = max(map(len, _raw))
-    spans = [s for m in _BREAK.finditer(text) if (s := _across(text, *m.span(), width))]
-    after = len(text) + 1
-    for start, end in reversed(spans):
-        if end <= after:  # not one secret found again from its second break
-            text, after = text[:start] + MASK + text[end:], start
     return text
 
 
@@ -277,7 +252,7 @@ def mask(text: str, secrets: Iterable[str] | None = None) -> str:
     """`text` with every registered secret (or every one of `secrets`) in every spelling
     replaced by `***`."""
     if secrets is None and _raw and ("\n" in text or "\\n" in text):
-        text = _split(text)
+        text = split_masked(text, _raw, MASK)
     for secret in registered() if secrets is None else secrets:
         if secret and len(secret) >= MIN_LENGTH and secret in text:
             text = text.replace(secret, MASK)
