@@ -13,7 +13,10 @@ import time
 from pathlib import Path
 
 import msgspec
+import pytest
 
+from kveval.errors import RunFileError
+from kveval.formats.lock import folder_held
 from kveval.run.leftover import Record, boot_id
 from kveval.run.watchdog import start_ticks
 from tests.test_ab import FAKE, ab, command, environment, pids, sent, write_suite
@@ -122,3 +125,36 @@ def test_a_stopped_server_leaves_no_record_and_no_watchdog(tmp_path: Path) -> No
         if b"watchdog.py" in cmdline and str(tmp_path).encode() in cmdline:
             watchdogs.append(pid)
     assert not watchdogs
+
+
+def test_a_second_ab_in_the_folder_is_refused_and_stops_nothing(tmp_path: Path) -> None:
+    suite = write_suite(tmp_path, 40)
+    cmd = command(tmp_path, suite, serve_cmd=wrapper(tmp_path))
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=environment())
+    try:
+        assert wait_until(lambda: len(sent(tmp_path)) >= 3, 60)
+        second = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                                env=environment())
+        assert second.returncode == 2
+        line = [line for line in second.stderr.splitlines() if line.strip()][-1]
+        assert f"another kveval (process {first.pid}) runs its server baseline now" in line
+        assert "give this one another -o DIR" in line and "--resume" not in line
+        _, err = first.communicate(timeout=120)
+        assert first.returncode == 0, err  # its server was never touched
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_the_folder_lock_refuses_a_second_holder(tmp_path: Path) -> None:
+    with folder_held(tmp_path):
+        other = subprocess.run([sys.executable, "-c", (
+            "import sys; from pathlib import Path; from kveval.formats.lock import folder_held\n"
+            "try:\n    with folder_held(Path(sys.argv[1])): pass\n"
+            "except Exception as exc: print(exc)"), str(tmp_path)], capture_output=True,
+            text=True,
+            env=environment(), check=True)
+        assert "another kveval ab is running in this folder" in other.stdout
+    with folder_held(tmp_path), pytest.raises(RunFileError), folder_held(tmp_path):
+        pass

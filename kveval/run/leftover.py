@@ -13,11 +13,13 @@ group left: watchdog.ours), never by name, and never a process that took its num
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import click
 import msgspec
 
+from kveval.errors import RunFileError
 from kveval.run.watchdog import end_group, ours, start_ticks
 
 RECORD_BYTES = 4096  # a record larger than this is not one
@@ -28,6 +30,12 @@ class Record(msgspec.Struct, frozen=True):
     start_ticks: int | None
     boot_id: str | None
     label: str = ""
+    owner: int | None = None  # the kveval that started it, and when that one started
+    owner_ticks: int | None = None
+
+
+class Owned(RunFileError):
+    """The recorded server belongs to a kveval that is still running."""
 
 
 def boot_id() -> str | None:
@@ -45,7 +53,8 @@ def write_record(path: Path, pid: int, label: str) -> None:
     """The record of a started server (raises OSError, NotRegular: nothing written)."""
     from kveval.atomic import write_bytes
 
-    record = Record(pid, start_ticks(pid), boot_id(), label)
+    me = os.getpid()
+    record = Record(pid, start_ticks(pid), boot_id(), label, me, start_ticks(me))
     write_bytes(path, msgspec.json.encode(record) + b"\n")
 
 
@@ -72,10 +81,22 @@ def alive(record: Record) -> bool:
             and record.pid > 1 and ours(record.pid, record.start_ticks))
 
 
+def owned(record: Record) -> bool:
+    """The kveval that started the server runs still (another one than this)."""
+    if record.owner is None or record.owner_ticks is None or record.owner == os.getpid():
+        return False
+    return start_ticks(record.owner) == record.owner_ticks
+
+
 def stop_recorded(path: Path, grace: float) -> int | None:
-    """Stop the server the record at `path` names where it is still running; the record
-    removed either way. The process id stopped, or None."""
+    """Stop the server the record at `path` names where it is still running and the kveval
+    that started it is not (Owned, one line, where it is); the record removed. The process
+    id stopped, or None."""
     record = read_record(path) if path.is_file() else None
+    if record is not None and alive(record) and owned(record):
+        raise Owned(f"{path.parent.parent}: another kveval (process {record.owner}) runs its "
+                    f"server {record.label or path.stem} now; let that `kveval ab` end (or "
+                    "stop it), or give this one another -o DIR")
     stopped = None
     if record is not None and alive(record):
         click.echo(f"kveval ab: {record.label or path.stem}: stopping the server an earlier "
