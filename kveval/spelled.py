@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable
 from urllib.parse import unquote, unquote_plus
 
 _ESCAPE = re.compile(r"\\\\?u([0-9A-Fa-f]{4})")  # its backslash doubled as in a JSON file
-_BREAK = re.compile(r"\r?\n|\\r?\\n")  # a line break, raw or as JSON writes it
+_BREAK = re.compile(r"\r?\n|\\(?:r\\)?n")  # a line break, raw or as JSON writes it
 
 
 def decoded(text: str) -> tuple[str, str]:
