@@ -117,7 +117,8 @@ def _fork_watchdog(fd: int, grace: float) -> None:
     os._exit(0)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """SIGKILL to this process when its parent dies (PR_SET_PDEATHSIG; nothing elsewhere)."""
     try:
         import ctypes
 
@@ -128,7 +129,7 @@ def _die_with_parent() -> None:
 
 def main(argv: list[str]) -> None:
     parent, fd, grace, command = int(argv[0]), int(argv[1]), float(argv[2]), argv[3:]
-    _die_with_parent()
+    die_with_parent()
     if os.getppid() != parent:
         sys.exit(1)
     _fork_watchdog(fd, grace)
