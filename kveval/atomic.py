@@ -5,7 +5,9 @@ old file or no file, never half of a new one; the temporary file never outlives 
 Every output kveval writes (run files, pages, job summaries) is a regular file or a new
 path: a device, a named pipe, a socket or a folder, or a symlink to one, is refused
 (`NotRegular`, an OSError naming what the path is) before anything is written, and a rename
-never replaces a device node."""
+never replaces a device node. A file kept open for appending (a server's log) is opened
+without blocking on a named pipe and checked once open (`open_append`); an output folder is
+a new path or a folder kveval can write in (`make_folder`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import contextlib
 import os
 import secrets
 import stat
+import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 _KINDS = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
@@ -85,3 +89,65 @@ def append_text(path: str | Path, text: str) -> None:
 
     with open(regular_target(path), "a", encoding="utf-8") as out:
         out.write(file_text(text))
+
+
+def open_append(path: str | Path) -> BinaryIO:
+    """`path` opened for appending bytes: a regular file or a new one (through a symlink,
+    its target), never a named pipe to hang on nor a device to write through (NotRegular)."""
+    target = regular_target(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(target, flags, 0o666)
+    try:
+        what = kind(os.fstat(fd).st_mode)  # what was opened, whatever the path became since
+        if what is not None:
+            raise NotRegular(f"is {what}, not a regular file; kveval writes regular files "
+                             "or new paths only")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "ab")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _writable_folder(folder: Path) -> None:
+    fd, probe = tempfile.mkstemp(prefix=".kveval-", dir=folder)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def make_folder(path: str | Path) -> Path:
+    """An output folder: made where it is a new path, kept where it is a folder; NotRegular
+    (an OSError) for anything else (a file, a named pipe, a device, a path under a file),
+    OSError where nothing can be written in it (a read-only filesystem)."""
+    target = Path(os.path.realpath(path))
+    try:
+        mode: int | None = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except NotADirectoryError:
+        raise NotRegular("is under a file, not a folder; -o names a new or an existing "
+                         "folder") from None
+    if mode is not None and not stat.S_ISDIR(mode):
+        raise NotRegular(f"is {kind(mode) or 'a regular file'}, not a folder; -o names a new "
+                         "or an existing folder")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except (NotADirectoryError, FileExistsError):
+        raise NotRegular("is under a file, not a folder; -o names a new or an existing "
+                         "folder") from None
+    _writable_folder(target)
+    return target
+
+
+def output_folder(path: str | Path) -> Path:
+    """`make_folder` for an -o DIR: one line naming it (RunFileError, exit 2) when refused."""
+    from kveval.errors import RunFileError
+
+    try:
+        return make_folder(path)
+    except NotRegular as exc:
+        raise RunFileError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise RunFileError(f"{path}: cannot write in this folder "
+                           f"({exc.strerror or exc})") from None

@@ -7,13 +7,15 @@ may quote either back, decoded or not, in an error message, a model id or an ans
 spell it as it likes: `family` lists the literal spellings of one secret (raw, as JSON writes
 it, URL-, form- and percent-encoded in either case, base64 of any text holding it at any of
 the three alignments, so base64 of the whole `Bearer ...` header too), and a pattern per
-secret catches the spellings no list can hold (each character raw, %XX in either case, or a
-JSON \\uXXXX escape, mixed as a writer pleases).
+secret and per base64 spelling catches the spellings no list can hold (each character raw,
+%XX in either case, or a JSON \\uXXXX escape, its backslash doubled too as a JSON file holds
+an answer's escape, mixed as a writer pleases). A secret split by one line break (raw, or
+`\\n` as JSON writes it: a server's log wrapping the key it was sent) is masked whole.
 
 Every command registers the secrets it can know of at start-up (`from_environment`, the
 `--endpoint` option) and whatever it reads that names one (`named_secrets`: lm-eval's
-`model_args`); `kveval/sink.py`, the one door out, masks through `mask`. No kveval imports:
-every part may use it.
+`model_args`); `kveval/sink.py`, the one door out, masks through `mask`. Imports only
+kveval/spelled.py: every part may use it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urlsplit
+
+from kveval.spelled import decoded, split_masked
 
 MASK = "***"
 MIN_LENGTH = 4  # shorter strings are ordinary words; masking them would garble text
@@ -44,13 +48,15 @@ CREDENTIAL = re.compile(r"(?i)\b(bearer|basic|token)\s+[\w.~+/=-]{8,}|\b(sk|pk|r
                         r"\beyJ[\w-]{8,}\.[\w-]{8,}\.")
 # The variables kveval or the libraries it runs read credentials from.
 KEY_VARIABLES = ("KVEVAL_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-URL_VARIABLES = ("KVEVAL_ENDPOINT", "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
-                 "HTTPS_PROXY", "ALL_PROXY")
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                   "ALL_PROXY")
+URL_VARIABLES = ("KVEVAL_ENDPOINT", *PROXY_VARIABLES)
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")  # where a pattern can match
 
 _registered: set[str] = set()
-_patterns: dict[str, re.Pattern[str]] = {}
+_patterns: dict[str, re.Pattern[str]] = {}  # by the literal each matches once decoded
+_raw: set[str] = set()  # the secrets as registered: masked across a line break too
 _sorted: list[tuple[str, ...]] = [()]
 
 
@@ -113,7 +119,7 @@ def _char_pattern(char: str) -> str:
     data = char.encode("utf-8", "surrogatepass")
     units = char.encode("utf-16-be", "surrogatepass")
     ways = [re.escape(char), "".join("%" + hexed(b, 2) for b in data),
-            "".join(r"\\u" + hexed(int.from_bytes(units[i:i + 2], "big"), 4)
+            "".join(r"\\\\?u" + hexed(int.from_bytes(units[i:i + 2], "big"), 4)
                     for i in range(0, len(units), 2)),
             re.escape(json.dumps(char)[1:-1])]
     if char == " ":
@@ -148,6 +154,11 @@ def url_secrets(url: str | None) -> list[str]:
     return found
 
 
+def with_scheme(url: str) -> str:
+    """A proxy URL as urllib reads it: `user:password@host:port` (no scheme) as http://."""
+    return url if "://" in url else f"http://{url}"
+
+
 def key_secrets(key: str | None) -> list[str]:
     """An API key as a secret to register: none for a placeholder shorter than MIN_KEY."""
     return [key] if key and len(key) >= MIN_KEY else []
@@ -158,7 +169,8 @@ def from_environment(environ: Mapping[str, str]) -> list[str]:
     the credentials of the endpoint's and the proxies' URLs."""
     found = [s for name in KEY_VARIABLES for s in key_secrets(environ.get(name))]
     for name in URL_VARIABLES:
-        found += url_secrets(environ.get(name))
+        value = environ.get(name)
+        found += url_secrets(with_scheme(value) if value and name in PROXY_VARIABLES else value)
     return found
 
 
@@ -207,14 +219,19 @@ def register_secrets(secrets: Iterable[str]) -> None:
             continue
         register(family(secret))
         for part in [secret, *_pieces(secret)]:
-            if len(part) >= MIN_LENGTH and part not in _patterns:
-                _patterns[part] = pattern(part)
+            if len(part) < MIN_LENGTH:
+                continue
+            _raw.add(part)
+            for form in [part, *_base64_spellings(part.encode("utf-8", "surrogatepass"))]:
+                if form not in _patterns:
+                    _patterns[form] = pattern(form)
 
 
 def forget() -> None:
     """The end of a command: nothing registered any more."""
     _registered.clear()
     _patterns.clear()
+    _raw.clear()
     _sorted[0] = ()
 
 
@@ -222,16 +239,26 @@ def registered() -> tuple[str, ...]:
     return _sorted[0]
 
 
+def _encoded(text: str) -> str:
+    """The registered secrets spelled with escapes in `text`, masked."""
+    plain, plus = decoded(text)
+    for literal, found in _patterns.items():
+        if literal in plain or literal in plus:
+            text = found.sub(MASK, text)
+    return text
+
+
 def mask(text: str, secrets: Iterable[str] | None = None) -> str:
     """`text` with every registered secret (or every one of `secrets`) in every spelling
     replaced by `***`."""
+    if secrets is None and _raw and ("\n" in text or "\\n" in text):
+        text = split_masked(text, _raw, MASK)
     for secret in registered() if secrets is None else secrets:
         if secret and len(secret) >= MIN_LENGTH and secret in text:
             text = text.replace(secret, MASK)
     if (secrets is None and _patterns and ("%" in text or "\\u" in text)
             and _ENCODED.search(text)):
-        for found in _patterns.values():
-            text = found.sub(MASK, text)
+        text = _encoded(text)
     return text
 
 

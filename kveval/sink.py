@@ -5,7 +5,9 @@
   warning, a traceback) reaches the terminal masked (kveval/masking.py: every registered
   secret in every spelling) and without escape sequences or C0/C1 controls (tab, newline and
   the progress bar's CR are kept). A Door holds back the end of a write that could begin a
-  secret, so one split across two writes is masked whole.
+  secret, so one split across two writes is masked whole. A terminal that takes less than
+  Unicode (`LC_ALL=C`, `PYTHONIOENCODING=ascii`) gets what it cannot show as `\\uXXXX`
+  escapes (valid inside `--json`'s strings too), never a UnicodeEncodeError.
 - JSON (`--json`, check's JSON, run-file lines): `json_text`, with DEL, C1 and the Unicode
   line separators written as \\u escapes (they can stand only inside strings, so the JSON
   means the same) and secrets masked.
@@ -16,6 +18,7 @@ Imports kveval.masking and kveval.safe only: every part of the package may use i
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import re
 import sys
@@ -27,6 +30,30 @@ from kveval.safe import lines
 
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029]")
 _FILE_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+ESCAPE = "kveval-escape"  # the codec error handler: \\uXXXX (UTF-16 units, as JSON spells them)
+
+
+def _escape(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    units = error.object[error.start:error.end].encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}"
+                   for i in range(0, len(units), 2)), error.end
+
+
+codecs.register_error(ESCAPE, _escape)
+
+
+def encodable(text: str, encoding: str) -> str:
+    """`text` as a stream of `encoding` can take it: what it cannot encode, escaped."""
+    return text.encode(encoding, ESCAPE).decode(encoding)
+
+
+def _unicode(encoding: str) -> bool:
+    try:
+        return codecs.lookup(encoding).name in ("utf-8", "utf-16", "utf-32")
+    except LookupError:
+        return False
 
 
 def json_text(text: str) -> str:
@@ -61,6 +88,11 @@ class Door:
     def __init__(self, inner: TextIO) -> None:
         self.inner = inner
         self._tail = ""
+        self._narrow = not _unicode(self.encoding)
+
+    def _put(self, text: str) -> None:
+        shown = lines(text)
+        self.inner.write(encodable(shown, self.encoding) if self._narrow else shown)
 
     @property
     def encoding(self) -> str:
@@ -75,21 +107,21 @@ class Door:
         end = max(held.rfind("\n"), held.rfind("\r")) + 1
         self._tail = held[end:]
         if end:
-            self.inner.write(lines(held[:end]))
+            self._put(held[:end])
         return len(text)
 
     def flush(self) -> None:
         keep = held_back(self._tail)
         out, self._tail = self._tail[:len(self._tail) - keep], self._tail[len(self._tail) - keep:]
         if out:
-            self.inner.write(lines(out))
+            self._put(out)
         self.inner.flush()
 
     def drain(self) -> None:
         """Everything held, written (the end of a command)."""
         out, self._tail = self._tail, ""
         if out:
-            self.inner.write(lines(out))
+            self._put(out)
         with contextlib.suppress(OSError, ValueError):
             self.inner.flush()
 

@@ -8,8 +8,9 @@ answer, logs a llama.cpp-shaped KV cache line sized by the cache types, appends 
 `--pids` and one line per completion request (`pid max_tokens sha256(prompt)`) to `--count`.
 Faults: `exit` (exits at start), `never` (never answers 200), `die:N` (dies at its N-th
 completion request), `ignore-term` (ignores SIGTERM), `hold-port` (leaves a process outside
-its group holding the port; its pid is appended to `--pids` too). `--flip P`: a share P of
-the prompts answered otherwise, drawn afresh at each start.
+its group holding the port; its pid is appended to `--pids` too), `log-key` (logs the API key
+each request carries, split across two lines). `--flip P`: a share P of the prompts answered
+otherwise, drawn afresh at each start.
 """
 
 from __future__ import annotations
@@ -145,6 +146,11 @@ def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
                 print("GGML_ASSERT: fake crash", flush=True)
                 os._exit(134)
             time.sleep(args.latency)
+            if args.fault == "log-key":  # the key it was sent, wrapped over two log lines
+                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                print(f"request auth: {key[:len(key) // 2]}", flush=True)
+                time.sleep(0.1)  # two writes, read apart
+                print(f"{key[len(key) // 2:]} (end)", flush=True)
             if body.get("stream"):
                 return self.stream(body)
             append(args.count, f"{os.getpid()} {body.get('max_tokens')} "

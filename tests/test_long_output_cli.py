@@ -277,3 +277,23 @@ def test_report_takes_min_recovery_and_gives_the_gates_verdict(
     html = page.read_text(encoding="utf-8")
     assert "REGRESSION" in html.split("</header>")[0]
     assert "below 99.0% shown at alpha 0.05" in html
+
+
+def test_min_recovery_on_runs_without_lengths_cannot_judge(capsys: Any, tmp_path: Path) -> None:
+    """A needle run whose items carry no meta.target_tokens has no length curve: the recovery
+    check --min-recovery asks for cannot be made, and the gate says so (exit 2), never a PASS
+    with the check silently gone."""
+    from test_reader import header, item, lines, write
+
+    paths = []
+    for label in ("a", "b", "n"):
+        rows = [item(i, task="needle", item_id=f"needle/L1024/D50/T{i}", correct=i % 6 != 0,
+                     meta={"depth": 50}) for i in range(60)]
+        paths.append(write(tmp_path / f"{label}.jsonl", lines(header(
+            label=label, tasks=[{"name": "needle", "adapter": "needle"}]), rows)))
+    args = ["gate", "--baseline", paths[0], "--candidate", paths[1], "--noise", paths[2]]
+    assert kveval(capsys, *args)[0] == 0
+    code, out, _ = kveval(capsys, *args, "--min-recovery", "0.9", "--json")
+    task = json.loads(out)["tasks"][0]
+    assert code == 2 and task["status"] == "cannot judge"
+    assert task["cannot_judge"].startswith("--min-recovery 0.9: no task has a length curve")

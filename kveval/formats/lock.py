@@ -7,6 +7,8 @@ first run, whose answers then went to a deleted file. The lock is advisory: read
 (compare, score, gate) never take it and read the file as it is. A filesystem that cannot
 lock at all (NFS without its lock daemon: ENOLCK; some FUSE and SMB mounts: EOPNOTSUPP) is
 one line and exit 2 before anything on file changes: a run there would go unguarded.
+`kveval ab` holds the same lock on its folder (`folder_held`) for the length of an
+experiment, so a second one in the folder is refused before it starts a server.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from kveval.atomic import NotRegular, regular_target
 from kveval.errors import RunFileError
 
 BUSY = ("another kveval run is writing it; let that run end (or stop it), or write "
-        "another file with -o")
+        "elsewhere with another -o")
+FOLDER_BUSY = ("another kveval ab is running in this folder; let it end (or stop it), or give "
+               "this one another -o DIR")
+FOLDER_LOCK = ".kveval-ab.lock"
 
 
 UNLOCKABLE = ("cannot be locked here ({why}); kveval locks a run file while it writes it, "
@@ -75,3 +80,20 @@ def refuse_busy(path: str | Path) -> None:
     the file is written)."""
     with held(Path(os.path.realpath(path)), path):
         pass
+
+
+@contextlib.contextmanager
+def folder_held(folder: Path) -> Iterator[None]:
+    """An exclusive lock on `folder` (its FOLDER_LOCK file) for the with-block; RunFileError
+    where another kveval ab holds it or the filesystem takes no locks."""
+    from kveval.atomic import open_append
+
+    try:
+        fh = open_append(folder / FOLDER_LOCK)
+    except OSError as exc:
+        raise RunFileError(f"{folder / FOLDER_LOCK}: cannot open ({exc.strerror or exc})") \
+            from None
+    with fh:
+        if not take(fh.fileno(), folder):
+            raise RunFileError(f"{folder}: {FOLDER_BUSY}")
+        yield

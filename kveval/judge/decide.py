@@ -213,4 +213,16 @@ def decide(evidence: Sequence[TaskEvidence], o: Options,
     """The family and one decision per task, in the order given."""
     checks = adjust([c for e in evidence for c in task_checks(e, o)], o.alpha)
     levels = first_step_levels(checks, o.alpha)
-    return checks, tuple(decide_task(e, checks, o, levels) for e in evidence)
+    found = tuple(decide_task(e, checks, o, levels) for e in evidence)
+    lost = recovery_lost(evidence, o)
+    return checks, tuple(replace(d, status="cannot judge", cannot_judge=lost)
+                         if lost and d.status in ("pass", "not judged") else d for d in found)
+
+
+def recovery_lost(evidence: Sequence[TaskEvidence], o: Options) -> str | None:
+    """--min-recovery asked for a check that no task can give: no task has a length curve
+    (items with an integer meta.target_tokens), so the recovery check would be silently gone."""
+    if o.min_recovery is None or any(e.recovery is not None for e in evidence):
+        return None
+    return (f"--min-recovery {o.min_recovery:g}: no task has a length curve (items with an "
+            "integer meta.target_tokens), so AUC recovery cannot be judged")

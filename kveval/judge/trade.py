@@ -85,16 +85,17 @@ def _pct(values: Sequence[float], q: float) -> float | None:
 def _from_figures(figures: ServerFigures) -> dict[str, Any]:
     found: dict[str, Any] = {}
     if figures.kv is not None:
-        found.update(kv_tokens=figures.kv.tokens, kv_bytes_per_token=figures.kv.bytes_per_token,
+        found.update(kv_tokens=_int(figures.kv.tokens),
+                     kv_bytes_per_token=figure(figures.kv.bytes_per_token),
                      kv_cache_type=figures.kv.cache_type, kv_source=figures.kv.source)
-        if figures.kv.max_concurrency is not None:
-            found.update(max_concurrency=figures.kv.max_concurrency,
-                         max_concurrency_at_tokens=figures.kv.at_tokens)
+        if figure(figures.kv.max_concurrency) is not None:
+            found.update(max_concurrency=figure(figures.kv.max_concurrency),
+                         max_concurrency_at_tokens=_int(figures.kv.at_tokens))
     if figures.run is not None:
-        found.update(output_tokens_per_s=figures.run.output_tokens_per_s,
-                     concurrency=figures.run.concurrency)
+        found.update(output_tokens_per_s=figure(figures.run.output_tokens_per_s),
+                     concurrency=_int(figures.run.concurrency))
     if figures.starts:
-        found["ready_s"] = figures.starts[-1].ready_s
+        found["ready_s"] = figure(figures.starts[-1].ready_s)
     if figures.speed:
         found["speed"] = [{k: v for k, v in _load(load).items() if v is not None}
                           for load in figures.speed]
@@ -104,7 +105,8 @@ def _from_figures(figures: ServerFigures) -> dict[str, Any]:
 def _load(load: Any) -> dict[str, Any]:
     import msgspec
 
-    return msgspec.structs.asdict(load)
+    return {k: figure(v) if isinstance(v, float) else v
+            for k, v in msgspec.structs.asdict(load).items()}
 
 
 def run_figures(side: Side, figures: ServerFigures | None,

@@ -17,6 +17,7 @@ from kveval.adapters.base import Item, TaskSpec
 from kveval.errors import UsageError
 from kveval.formats.checks import record_problem
 from kveval.formats.limits import DEPTH_MESSAGE, too_deep, writable
+from kveval.formats.numbers import usage_counts
 from kveval.masking import forms, mask
 from kveval.run.failures import backoff, classify
 from kveval.run.logprobs import answer_logprobs, compact, request_keys
@@ -181,7 +182,7 @@ def parse_reply(data: Any, latency_s: float, k: int = 0, span: Span | None = Non
         return Reply(text=None, latency_s=latency_s,
                      error=f"malformed response: {one_line(str(data))[:200]}")
     usage = data.get("usage")
-    usage = writable(usage) if isinstance(usage, dict) else None
+    usage = usage_counts(writable(usage)) if isinstance(usage, dict) else None
     reason = choice.get("finish_reason")
     logprobs: dict[str, Any] | None = None
     try:

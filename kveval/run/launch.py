@@ -1,50 +1,73 @@
-"""How `kveval ab` launches a server process (run/serve.py supervises it): the launcher that
-ties the server's life to kveval's, and the relay of its output into its log.
-
-The launcher is a tiny Python program run as `python -c LAUNCHER PARENT_PID ARGV...`: it asks
-Linux to kill it when kveval dies (PR_SET_PDEATHSIG), checks kveval did not die meanwhile,
-then execs the server command, so the server is the process kveval started, in its group.
+"""How `kveval ab` launches a server process (run/serve.py supervises it): its log opened
+under the regular-file rules (atomic.py: never a named pipe to hang on, nor a device to write
+through), and the command that runs it in a process group of its own under its watchdog
+(run/watchdog.py), tied to this process's life by a pipe only this process can write.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
-from typing import IO
+from typing import BinaryIO
 
-TAIL_BYTES = 64 << 10  # a line longer than this is written as it comes
+from kveval.errors import RunFileError
 
-LAUNCHER = """\
-import os, signal, sys
-try:
-    import ctypes
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-except Exception:
-    pass
-if os.getppid() != int(sys.argv[1]):
-    sys.exit(1)
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as exc:
-    print(f"cannot run {sys.argv[2]}: {exc.strerror}", file=sys.stderr, flush=True)
-    sys.exit(127)
-"""
+WATCHDOG = str(Path(__file__).with_name("watchdog.py"))
 
 
+def launcher(argv: list[str], watch_fd: int, grace: float) -> list[str]:
+    """The command that runs `argv` under its watchdog, tied to this process's life."""
+    return [sys.executable, WATCHDOG, str(os.getpid()), str(watch_fd), f"{grace:g}", *argv]
 
-def copy_output(source: IO[bytes], log: Path) -> None:
-    """The server's output into its log, whole lines at a time, masked; a long run without
-    a newline is written as it comes past TAIL_BYTES."""
-    from kveval.sink import file_text
 
-    held = b""
-    with source, log.open("ab") as out:
-        while chunk := source.read1(TAIL_BYTES):  # type: ignore[attr-defined]
-            held += chunk
-            end = max(held.rfind(b"\n"), held.rfind(b"\r")) + 1
-            if not end and len(held) > TAIL_BYTES:
-                end = len(held)
-            if end:
-                out.write(file_text(held[:end].decode("utf-8", "replace")).encode("utf-8"))
-                out.flush()
-                held = held[end:]
-        out.write(file_text(held.decode("utf-8", "replace")).encode("utf-8"))
+def open_log(log: Path, record: Path) -> BinaryIO:
+    """The log opened for appending, and its record's path checked: one line where either
+    is a named pipe, a device or a folder."""
+    from kveval.atomic import NotRegular, open_append, regular_target
+
+    try:
+        regular_target(record)
+        return open_append(log)
+    except NotRegular as exc:
+        raise RunFileError(f"{exc.filename or log}: {exc}") from None
+    except OSError as exc:
+        raise RunFileError(f"{exc.filename or log}: cannot write "
+                           f"({exc.strerror or exc})") from None
+
+
+def spawn(argv: list[str], env: dict[str, str], grace: float,
+          ) -> tuple[subprocess.Popen[bytes], int]:
+    """The server process, its output on a pipe, and the write end of its watchdog's pipe
+    (closed: the watchdog ends the server's group)."""
+    read_end, write_end = os.pipe()
+    try:
+        process = subprocess.Popen(
+            launcher(argv, read_end, grace), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, **env},
+            start_new_session=True, pass_fds=(read_end,))
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)
+    return process, write_end
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    """Nothing listens on the port (a socket in TIME_WAIT does not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

@@ -132,7 +132,9 @@ def _users(value: Any) -> str | None:
 
 
 # `kveval ab --speed`: the fixed streaming load's size (the usual serving benchmark's)
-SPEED_KEYS: dict[str, Check] = {"prompt_tokens": _int(1), "output_tokens": _int(1),
+# bounded so that a load fits in memory and time: a prompt of 10**12 tokens was a MemoryError
+SPEED_KEYS: dict[str, Check] = {"prompt_tokens": _int(1, 1 << 20),
+                                "output_tokens": _int(1, 1 << 17),
                                 "requests": _int(1, 100_000), "concurrency": _users}
 
 

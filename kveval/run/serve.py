@@ -3,10 +3,14 @@ wait until it answers, stop it and everything it started. Nothing else: what is 
 is session.py's, when a server starts is run/ab's.
 
 - start: `{port}` in the command and in its environment becomes a free port of 127.0.0.1.
-  The command runs without a shell, in a process group of its own; should kveval itself be
-  killed, Linux kills the server too (a launcher sets PR_SET_PDEATHSIG, then execs the
-  command). Its output is appended to its log file line by line through the one door out
-  (every registered secret masked: vLLM logs its own arguments, `--api-key` among them).
+  The command runs without a shell, in a process group of its own, under a watchdog
+  (run/watchdog.py): should kveval itself be killed, `kill -9` too, the watchdog ends the
+  whole group, a wrapper script's children with it. The server is recorded in
+  `servers/LABEL.pid` (run/leftover.py) until it is stopped, and a start first stops a
+  recorded server an earlier kveval left running. Its output is appended to its log file
+  (a regular file or a new path: never a named pipe or a device, atomic.open_append) line by
+  line through the one door out (every registered secret masked, also across a line break:
+  vLLM logs its own arguments, `--api-key` among them).
 - ready: GET /health or /v1/models answers 200. A server that exits first or does not answer
   within the timeout is one ServerError quoting its last log lines, and is stopped.
 - stop: SIGTERM to the process group, SIGKILL after the grace period (a second Ctrl-C
@@ -20,17 +24,17 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kveval.errors import ServerError, UsageError
-from kveval.run.launch import LAUNCHER, TAIL_BYTES, copy_output
+from kveval.errors import RunFileError, ServerError, UsageError
+from kveval.run import leftover
+from kveval.run.launch import free_port, open_log, port_free, spawn
+from kveval.run.relay import TAIL_BYTES, copy_output
 from kveval.safe import one_line
 
 PORT = "{port}"
@@ -67,6 +71,21 @@ class Server:
     log_start: int  # where this start's output begins in the log
     started: float  # time.monotonic() at start
     relay: threading.Thread | None = None  # copies the output into the log
+    watch: int | None = None  # the write end of the watchdog's pipe, until it is stopped
+
+    @property
+    def record(self) -> Path:
+        return leftover.record_of(self.log)
+
+    def release(self) -> None:
+        """The group is gone: the watchdog told to exit, the record removed."""
+        if self.watch is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.watch, b"x")
+            with contextlib.suppress(OSError):
+                os.close(self.watch)
+            self.watch = None
+        leftover.remove_record(self.record)
 
     def settle(self) -> None:
         """The output written so far is in the log (the relay drained, once it exited)."""
@@ -107,37 +126,31 @@ def check_command(command: Command) -> None:
                          "\"llama-server -m MODEL --port {port}\"")
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _record(server: Server) -> None:
+    try:
+        leftover.write_record(server.record, server.process.pid, server.command.label)
+    except OSError as exc:
+        stop(server, 0.0)
+        raise RunFileError(f"{server.record}: cannot write ({exc.strerror or exc})") from None
 
 
-def port_free(port: int) -> bool:
-    """Nothing listens on the port (a socket in TIME_WAIT does not count)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _spawn(command: Command, port: int, log: Path) -> Server:
+def _spawn(command: Command, port: int, log: Path, grace: float) -> Server:
     argv, extra = command.at(port)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
-        start = out.tell()
-        out.write(f"--- kveval ab: {command.label} on port {port} ---\n".encode())
-    process = subprocess.Popen(
-        [sys.executable, "-c", LAUNCHER, str(os.getpid()), *argv],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, **extra}, start_new_session=True)
+    out = open_log(log, leftover.record_of(log))
+    start = out.seek(0, os.SEEK_END)
+    out.write(f"--- kveval ab: {command.label} on port {port} ---\n".encode())
+    out.flush()
+    try:
+        process, watch = spawn(argv, extra, grace)
+    except BaseException:
+        out.close()
+        raise
     assert process.stdout is not None
-    relay = threading.Thread(target=copy_output, args=(process.stdout, log), daemon=True)
+    relay = threading.Thread(target=copy_output, args=(process.stdout, out), daemon=True)
     relay.start()
-    return Server(command, port, process, log, start, time.monotonic(), relay)
+    server = Server(command, port, process, log, start, time.monotonic(), relay, watch)
+    _record(server)
+    return server
 
 
 def answers(port: int, api_key: str | None) -> bool:
@@ -223,10 +236,14 @@ def _end_group(server: Server, grace: float) -> None:
 
 def stop(server: Server, grace: float = GRACE_S) -> None:
     """SIGTERM to the group, SIGKILL after `grace`, then wait for the port; ServerError when
-    something still holds it."""
-    _end_group(server, grace)
-    if server.process.poll() is None:  # not even SIGKILL reaped it: wait for it
-        server.process.wait()
+    something still holds it. The watchdog and the record go once the group is gone."""
+    try:
+        _end_group(server, grace)
+        if server.process.poll() is None:  # not even SIGKILL reaped it: wait for it
+            server.process.wait()
+    finally:
+        if server.process.poll() is not None and not _group_alive(server.process.pid):
+            server.release()
     server.settle()
     until = time.monotonic() + GONE_S
     while not port_free(server.port):
@@ -240,9 +257,11 @@ def stop(server: Server, grace: float = GRACE_S) -> None:
 
 def start(command: Command, log: Path, ready_timeout: float, api_key: str | None = None,
           grace: float = GRACE_S) -> tuple[Server, float]:
-    """A server that answers, and the seconds it took; stopped again when it does not."""
+    """A server that answers, and the seconds it took; stopped again when it does not. A
+    server of this label an earlier kveval left running is stopped first."""
+    leftover.stop_recorded(leftover.record_of(log), grace)
     for _ in range(PORT_TRIES):
-        server = _spawn(command, free_port(), log)
+        server = _spawn(command, free_port(), log, grace)
         try:
             return server, wait_ready(server, ready_timeout, api_key)
         except _PortTaken:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kveval.formats.figures import KvPool
 from kveval.formats.gguf import kv_bytes_per_token, kv_shape
+from kveval.formats.numbers import count
 
 LLAMA_FLAGS = {"model": ("-m", "--model"), "k": ("-ctk", "--cache-type-k"),
                "v": ("-ctv", "--cache-type-v")}
@@ -63,8 +64,9 @@ def _config(folder: str) -> dict[str, Any] | None:
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
-        else None
+    """A positive count of the config's, bounded (a 400-digit one is unknown, not an
+    OverflowError)."""
+    return count(value, 1) if isinstance(value, int) else None
 
 
 def vllm(argv: Sequence[str]) -> KvPool | None:

@@ -7,7 +7,12 @@ random words, each its own from the first word (no shared prefix to cache), size
 users. Streamed, so each request gives its time to first token (TTFT) and its time per
 output token after the first (TPOT); the level's output tokens per second is its tokens over
 its wall time. The suite's `[speed]` table sizes it (`prompt_tokens`, `output_tokens`,
-`requests`, `concurrency`).
+`requests`, `concurrency`), bounded where the suite is read (run/schema.py: a prompt of at most
+MAX_PROMPT_TOKENS, so a load is never a MemoryError): `load_size` reads it before any server
+starts. Prompts are made as their requests are sent (memory for the users in flight only),
+and each level stops sending after LEVEL_S (the requests not sent count as failed). Every
+count a reply's usage holds is bounded (formats/numbers.py): one that is not a count is
+unknown, never a TypeError.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kveval.formats.figures import Load
+from kveval.formats.numbers import count
 from kveval.run.client import ClientConfig, Connection, make_client
 from kveval.safe import one_line
 
@@ -27,6 +34,8 @@ LETTERS = "etaoinshrdlucmfwypvbgk"
 PROBE_WORDS = 400
 STALE_TRIES = 2
 STALE_S = 1.0  # a failure this soon after sending is a closed connection, not the server
+LEVEL_S = 3600.0  # one level's sending stops after this long
+NOT_SENT = f"not sent: the level ran past its {LEVEL_S:g} s cap"
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,14 @@ class LoadSize:
                    int(table.get("output_tokens", base.output_tokens)),
                    int(table.get("requests", base.requests)),
                    tuple(table.get("concurrency", base.concurrency)))
+
+
+def load_size(suite: str | Path | None) -> LoadSize:
+    """The suite's `[speed]` load, checked and bounded as the suite is read (one line,
+    UsageError, for a bad one); the default load without a suite."""
+    from kveval.run.tasks import read_suite
+
+    return LoadSize.of(read_suite(str(suite)).speed) if suite else LoadSize()
 
 
 @dataclass(frozen=True)
@@ -68,8 +85,8 @@ async def _words_per_token(conn: Connection, model: str) -> float:
     """How many of these words the server counts per token (one short request)."""
     reply = await conn.client.completions.create(
         **_body(model, words(random.Random(0), PROBE_WORDS), 1))
-    tokens = reply.usage.prompt_tokens if reply.usage else None
-    return PROBE_WORDS / tokens if tokens else 0.5
+    tokens = count(getattr(reply.usage, "prompt_tokens", None), 1)
+    return min(max(PROBE_WORDS / tokens, 0.1), 4.0) if tokens else 0.5  # words are 1-10 tokens
 
 
 async def _stream(conn: Connection, body: dict[str, Any]) -> Sample:
@@ -85,10 +102,10 @@ async def _stream(conn: Connection, body: dict[str, Any]) -> Sample:
             chunks += 1
         usage = chunk.usage or usage
     ended = time.perf_counter()
-    tokens = usage.completion_tokens if usage and usage.completion_tokens else chunks
+    tokens = count(getattr(usage, "completion_tokens", None), 1) or chunks
     tpot = (ended - first) / (tokens - 1) if first is not None and tokens > 1 else None
     return Sample(None if first is None else first - started, tpot, tokens,
-                  usage.prompt_tokens if usage else None)
+                  count(getattr(usage, "prompt_tokens", None), 1))
 
 
 async def _attempt(conn: Connection, body: dict[str, Any], tries: int) -> Sample:
@@ -103,9 +120,12 @@ async def _attempt(conn: Connection, body: dict[str, Any], tries: int) -> Sample
         return Sample(None, None, 0, None, one_line(str(exc))[:300] or type(exc).__name__)
 
 
-async def _one(conn: Connection, body: dict[str, Any], gate: asyncio.Semaphore) -> Sample:
+async def _one(conn: Connection, body: Any, gate: asyncio.Semaphore, until: float) -> Sample:
+    """One request, its prompt made once its user is free (`body()`); none after `until`."""
     async with gate:
-        return await _attempt(conn, body, STALE_TRIES)
+        if time.monotonic() > until:
+            return Sample(None, None, 0, None, NOT_SENT)
+        return await _attempt(conn, body(), STALE_TRIES)
 
 
 def _pct(values: Sequence[float], q: float) -> float | None:
@@ -130,12 +150,16 @@ def summarize(users: int, samples: Sequence[Sample], wall_s: float) -> Load:
 
 async def _level(conn: Connection, model: str, size: LoadSize, users: int,
                  per_token: float) -> Load:
-    count = max(1, round(size.prompt_tokens * per_token))
-    bodies = [_body(model, words(random.Random(users * 1_000_003 + i), count),
-                    size.output_tokens) for i in range(size.requests)]
+    many = max(1, round(size.prompt_tokens * per_token))
+
+    def body(i: int) -> Any:
+        return lambda: _body(model, words(random.Random(users * 1_000_003 + i), many),
+                             size.output_tokens)
+
     gate = asyncio.Semaphore(users)
-    started = time.perf_counter()
-    samples = await asyncio.gather(*(_one(conn, body, gate) for body in bodies))
+    started, until = time.perf_counter(), time.monotonic() + LEVEL_S
+    samples = await asyncio.gather(*(_one(conn, body(i), gate, until)
+                                     for i in range(size.requests)))
     return summarize(users, samples, time.perf_counter() - started)
 
 
