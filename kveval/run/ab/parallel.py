@@ -7,7 +7,8 @@ The restarts stay restarts (separate processes, each its own shuffled order). A 
 forces the baseline's answers, so it waits until the baseline's free run is finished and the
 experiment has decided whether it teacher-forces (ab.json).
 
-A child that fails stops the others (their servers stopped, their files kept) and its one
+A child dies with kveval, `kill -9` too (its server's watchdog then ends the server). A
+child that fails stops the others (their servers stopped, their files kept) and its one
 line is the command's; Ctrl-C or SIGTERM stops every child, each its server; the same command
 resumes each run where it stopped.
 """
@@ -67,7 +68,9 @@ def child(opts: AbOptions, start: Start, slot: int, api_key: str | None,
     from kveval.run.ab.state import read_state
     from kveval.run.ab.steps import Context, run_start
     from kveval.run.interrupt import signals_as_interrupt
+    from kveval.run.watchdog import die_with_parent
 
+    die_with_parent()  # kveval killed outright: this child too, so its server's watchdog ends it
     register(secrets)
     folder = Folder(opts.output)
     with signals_as_interrupt():
