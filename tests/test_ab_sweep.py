@@ -140,3 +140,24 @@ def test_the_sweep_exits_on_its_worst_candidate(codes: list[int]) -> None:
     assert code == (1 if 1 in codes else 2 if 2 in codes else 0)
     named = [f"c{i}" for i, c in enumerate(codes) if c == code]
     assert all(name in words for name in named)
+
+
+def test_kill_9_side_by_side_leaves_no_server_and_the_rerun_resumes(tmp_path: Path) -> None:
+    from test_ab_watchdog import gone, wait_until
+
+    suite = write_suite(tmp_path, 40)
+    cmd = command(tmp_path, suite, "--parallel", "3",
+                  serve_cmd=serve(tmp_path, "--latency 0.05"), candidate=f"q8={Q8}")
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=environment())
+    try:
+        assert wait_until(lambda: len(sent(tmp_path)) >= 20, 60)
+    finally:
+        process.kill()
+        process.wait()
+    servers = pids(tmp_path)
+    assert len(servers) >= 2  # side by side
+    assert wait_until(lambda: all(gone(pid) for pid in servers), 60), "a server outlived it"
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=environment())
+    assert done.returncode == 0, done.stderr
+    assert all(gone(pid) for pid in pids(tmp_path))
