@@ -12,11 +12,7 @@ from hypothesis import HealthCheck, settings
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_server import Behaviour, FakeServer  # noqa: E402
-
-# the full GSM8K (train.jsonl, test.jsonl): KVEVAL_GSM8K_DATA (`make test` passes GSM8K_DATA),
-# else ../shared/data/gsm8k beside the checkout; tests that need it skip without it
-GSM8K_DIR = Path(os.environ.get("KVEVAL_GSM8K_DATA")
-                 or Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k")
+from gsm8k_data import write_gsm8k  # noqa: E402
 
 # A shell that starts the tests in the background ignores SIGINT, and an ignored signal stays
 # ignored in every process the tests start: the Ctrl-C tests would interrupt nothing. A
@@ -31,11 +27,10 @@ def fake_server() -> Iterator[FakeServer]:
         yield server
 
 
-@pytest.fixture
-def gsm8k_dir() -> Path:
-    if not (GSM8K_DIR / "test.jsonl").is_file():
-        pytest.skip(f"GSM8K data not found at {GSM8K_DIR}")
-    return GSM8K_DIR
+@pytest.fixture(scope="session")
+def gsm8k_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of GSM8K's splits at their full sizes (tests/gsm8k_data.py)."""
+    return write_gsm8k(tmp_path_factory.mktemp("gsm8k"))
 
 
 # Hypothesis profiles: `ci` (the default, `make test`) keeps the fuzz suite to about two
