@@ -58,3 +58,33 @@ def pytest_configure(config: pytest.Config) -> None:
     cpus = sorted(os.sched_getaffinity(0))
     if 0 < count <= len(cpus):
         os.sched_setaffinity(0, set(cpus[int(worker[2:]) % count::count]))
+
+
+# The reasons a test may skip under --fail-on-skip (.ci/run): none. A test that skips says why
+# (`make test` lists them, -rs); any other reason fails the session.
+EXPECTED_SKIPS: tuple[str, ...] = ()
+_SKIPPED: list[str] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fail-on-skip", action="store_true",
+                     help="fail the session on a skip whose reason is not in EXPECTED_SKIPS")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Every skip, as the session that reports it sees it (under pytest-xdist, the
+    controller sees every worker's)."""
+    if report.skipped and isinstance(report.longrepr, tuple) and not hasattr(report, "wasxfail"):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        if not any(reason.startswith(known) for known in EXPECTED_SKIPS):
+            _SKIPPED.append(f"{report.nodeid}: {reason}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker or not session.config.getoption("--fail-on-skip") or not _SKIPPED:
+        return
+    print(f"\n{len(_SKIPPED)} unexpected skip(s) (--fail-on-skip; tests/conftest.py "
+          "EXPECTED_SKIPS lists the expected reasons):", *_SKIPPED, sep="\n  ")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
