@@ -82,7 +82,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    worker = hasattr(session.config, "workerinput")  # a pytest-xdist worker: its controller says
     if worker or not session.config.getoption("--fail-on-skip") or not _SKIPPED:
         return
     print(f"\n{len(_SKIPPED)} unexpected skip(s) (--fail-on-skip; tests/conftest.py "
