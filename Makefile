@@ -99,16 +99,17 @@ $(VENV)/.installed-local: $(VENV)/.installed-deps $(LLAMA_LIBS)
 	$(BYTECODE)
 	touch $@
 
-# every test runs: the embedded engine's and the real llama-server's, and those that read the
-# full GSM8K wherever GSM8K_DATA names it (../shared/data/gsm8k when there). The test files
-# go to TEST_WORKERS processes (pytest-xdist; 0: this one alone), a file to one process, so a
-# module's fixture (a server, its runs) is made once. The dev tools install while
-# llama-server compiles.
+# every test runs: the embedded engine's and the real llama-server's, and those that read
+# GSM8K at its full size (a folder of its shape the tests write: tests/gsm8k_data.py). The
+# test files go to TEST_WORKERS processes (pytest-xdist; 0: this one alone), a file to one
+# process, so a module's fixture (a server, its runs) is made once. A skipped test is named
+# with its reason (-rs); TEST_ARGS=--fail-on-skip (.ci/run) fails on a skip whose reason
+# tests/conftest.py does not expect. The dev tools install while llama-server compiles.
 TEST_WORKERS ?= 2
+TEST_ARGS ?=
 test: install-local
 	$(MAKE) -j 2 $(VENV)/.installed-dev $(LLAMA_SERVER)
-	$(if $(GSM8K_DATA),KVEVAL_GSM8K_DATA=$(abspath $(GSM8K_DATA))) \
-		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -rs -n $(TEST_WORKERS) --dist loadfile $(TEST_ARGS)
 
 # The fuzz suite with many more examples than `make test` draws (under 3 minutes there):
 # new examples each run, and a failure is kept in .hypothesis/ and replayed first.

@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible server process for `kveval ab`'s supervisor tests.
 
     python tests/ab_server.py --port P [--fault F] [--count FILE] [--pids FILE]
-                              [--latency S] [--flip P] [--cache-type-k T] [--cache-type-v T]
+                              [--latency S] [--flip P] [--hold-at N]
+                              [--cache-type-k T] [--cache-type-v T]
 
 It serves /health, /v1/models, /v1/completions and /v1/chat/completions with a canned
 answer, logs a llama.cpp-shaped KV cache line sized by the cache types, appends its pid to
@@ -11,6 +12,9 @@ completion request), `ignore-term` (ignores SIGTERM), `hold-port` (leaves a proc
 its group holding the port; its pid is appended to `--pids` too), `log-key` (logs the API key
 each request carries, split across two lines). `--flip P`: a share P of the prompts answered
 otherwise, drawn afresh at each start.
+`--hold-at N`: once `--count` holds N answer requests (its servers' together), every
+further one waits (120 s at most) until a file `<count>.release` exists, so a test interrupts
+a run at a known place.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 ANSWER = "The answer is 42.\n#### 42"
@@ -42,6 +47,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--pids")
     p.add_argument("--latency", type=float, default=0.0)
     p.add_argument("--flip", type=float, default=0.0)
+    p.add_argument("--hold-at", type=int)
     p.add_argument("--cache-type-k", default="f16")
     p.add_argument("--cache-type-v", default="f16")
     p.add_argument("--api-key")
@@ -52,6 +58,19 @@ def append(path: str | None, line: str) -> None:
     if path:
         with LOCK, open(path, "a") as fh:
             fh.write(line + "\n")
+
+
+def hold(args: argparse.Namespace, body: dict[str, Any]) -> None:
+    """Wait while --count holds --hold-at answer requests and no release file is there."""
+    if args.hold_at is None or body.get("max_tokens") == 1 or not args.count:
+        return
+    release, deadline = Path(args.count + ".release"), time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        with LOCK, open(args.count, "a+") as fh:
+            fh.seek(0)
+            if sum(line.split()[1] != "1" for line in fh.read().splitlines()) < args.hold_at:
+                return
+        time.sleep(0.05)
 
 
 def kv_line(k: str, v: str) -> str:
@@ -145,6 +164,7 @@ def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
             if die_at and number >= die_at:
                 print("GGML_ASSERT: fake crash", flush=True)
                 os._exit(134)
+            hold(args, body)
             time.sleep(args.latency)
             if args.fault == "log-key":  # the key it was sent, wrapped over two log lines
                 key = self.headers.get("Authorization", "").removeprefix("Bearer ")

@@ -12,11 +12,7 @@ from hypothesis import HealthCheck, settings
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_server import Behaviour, FakeServer  # noqa: E402
-
-# the full GSM8K (train.jsonl, test.jsonl): KVEVAL_GSM8K_DATA (`make test` passes GSM8K_DATA),
-# else ../shared/data/gsm8k beside the checkout; tests that need it skip without it
-GSM8K_DIR = Path(os.environ.get("KVEVAL_GSM8K_DATA")
-                 or Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k")
+from gsm8k_data import write_gsm8k  # noqa: E402
 
 # A shell that starts the tests in the background ignores SIGINT, and an ignored signal stays
 # ignored in every process the tests start: the Ctrl-C tests would interrupt nothing. A
@@ -31,11 +27,10 @@ def fake_server() -> Iterator[FakeServer]:
         yield server
 
 
-@pytest.fixture
-def gsm8k_dir() -> Path:
-    if not (GSM8K_DIR / "test.jsonl").is_file():
-        pytest.skip(f"GSM8K data not found at {GSM8K_DIR}")
-    return GSM8K_DIR
+@pytest.fixture(scope="session")
+def gsm8k_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of GSM8K's splits at their full sizes (tests/gsm8k_data.py)."""
+    return write_gsm8k(tmp_path_factory.mktemp("gsm8k"))
 
 
 # Hypothesis profiles: `ci` (the default, `make test`) keeps the fuzz suite to about two
@@ -63,3 +58,33 @@ def pytest_configure(config: pytest.Config) -> None:
     cpus = sorted(os.sched_getaffinity(0))
     if 0 < count <= len(cpus):
         os.sched_setaffinity(0, set(cpus[int(worker[2:]) % count::count]))
+
+
+# The reasons a test may skip under --fail-on-skip (.ci/run): none. A test that skips says why
+# (`make test` lists them, -rs); any other reason fails the session.
+EXPECTED_SKIPS: tuple[str, ...] = ()
+_SKIPPED: list[str] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fail-on-skip", action="store_true",
+                     help="fail the session on a skip whose reason is not in EXPECTED_SKIPS")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Every skip, as the session that reports it sees it (under pytest-xdist, the
+    controller sees every worker's)."""
+    if report.skipped and isinstance(report.longrepr, tuple) and not hasattr(report, "wasxfail"):
+        reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        if not any(reason.startswith(known) for known in EXPECTED_SKIPS):
+            _SKIPPED.append(f"{report.nodeid}: {reason}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    worker = hasattr(session.config, "workerinput")  # a pytest-xdist worker: its controller says
+    if worker or not session.config.getoption("--fail-on-skip") or not _SKIPPED:
+        return
+    print(f"\n{len(_SKIPPED)} unexpected skip(s) (--fail-on-skip; tests/conftest.py "
+          "EXPECTED_SKIPS lists the expected reasons):", *_SKIPPED, sep="\n  ")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -2,7 +2,9 @@
 
 It records every request body, answers completions and chat completions through a
 function the test supplies, and can misbehave on purpose: 503s, dropped connections,
-slow answers, errors for chosen prompts.
+slow answers, errors for chosen prompts. It can answer a number of completions and hold the
+rest until the test releases them, so a test that interrupts a run mid-way or acts while it
+runs never races it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests.local_server import LocalServer
+
+HOLD_S = 120.0  # a held request is answered after this at the latest (a test that forgot it)
 
 # The answer text; for chat, a dict instead is the reply's message (content may be None, with
 # reasoning_content or reasoning beside it) and may carry the choice's finish_reason.
@@ -42,6 +46,9 @@ class Behaviour:
     # the choice's "logprobs" for a request and its answer text (None: "logprobs": null)
     logprobs: Callable[[dict[str, Any], str], Any] | None = None
     error_message: str | None = None  # the message of a status_for error, e.g. vLLM's own
+    # answer this many completions (a run's pre-flight request among them), hold the rest
+    # until release()
+    hold_after: int | None = None
 
 
 class FakeServer(LocalServer):
@@ -51,12 +58,27 @@ class FakeServer(LocalServer):
         self.paths: list[str] = []
         self._lock = threading.Lock()
         self._completions = 0
+        self._released = threading.Event()
         super().__init__(self._handler())
 
     def _count(self) -> int:
         with self._lock:
             self._completions += 1
             return self._completions
+
+    def release(self) -> None:
+        """Answer the held requests and every later one at once."""
+        self.behaviour.hold_after = None
+        self._released.set()
+
+    def _hold(self, number: int) -> None:
+        after = self.behaviour.hold_after
+        if after is not None and number > after:
+            self._released.wait(HOLD_S)
+
+    def __exit__(self, *exc: object) -> None:
+        self._released.set()
+        super().__exit__(*exc)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -123,6 +145,7 @@ class FakeServer(LocalServer):
                     message = b.error_message or f"forced {forced}"
                     return self._send(forced, {"error": {"message": message,
                                                          "type": "invalid_request_error"}})
+                server._hold(number)
                 if b.latency_s:
                     time.sleep(b.latency_s)
                 text = b.answer(body)

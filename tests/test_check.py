@@ -5,6 +5,7 @@ printed) and the embedded engine."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import threading
 import time
@@ -16,6 +17,7 @@ from fake_server import Behaviour, FakeServer
 from hostile_server import HOSTILE, HostileServer
 
 from kveval.run import engine_setup
+from kveval.run.invariance import ASKED, BATCH, OTHERS
 from tests.clirun import kveval
 
 KEY = "sk-check-SECRET-0123456789"
@@ -97,33 +99,31 @@ def test_one_slot_has_no_idle_slot_to_copy(capsys: Any) -> None:
     assert data["teacher_force"]["idle_slot_cache"]["caches"] is None
 
 
-OVERLAP_S = 0.5
+HOLD_S = 60.0  # a safety net: the batch's four requests are sent together
 
 
-def batch_dependent() -> FakeServer:
-    """Log-probabilities that move by 1e-6 when another request was being answered at the
-    same time, as a server's kernels change with its batch. A request waits (up to OVERLAP_S)
-    for another to join it, so requests sent together overlap however loaded the machine."""
-    inflight: set[int] = set()
-    overlapped: set[int] = set()
-    joined = threading.Condition()
+def batch_dependent(broken: list[str]) -> FakeServer:
+    """Log-probabilities that move by 1e-6 inside a batch, as a server's kernels change with
+    its batch. The probe's batch (its asked request once it was sent alone twice, and the
+    others) is held at a barrier until all BATCH of them arrived, so they are answered
+    together however loaded the machine; a batch that never fills is named in `broken`."""
+    gate = threading.Barrier(BATCH, timeout=HOLD_S)
+    asked = itertools.count(1)
+    batched: set[int] = set()
 
     def answer(body: dict[str, Any]) -> str:
-        me = threading.get_ident()  # the server answers each request on a thread of its own
-        with joined:
-            if inflight:
-                overlapped.update(inflight | {me})
-            inflight.add(me)
-            joined.notify_all()
-            joined.wait_for(lambda: me in overlapped, timeout=OVERLAP_S)
+        text = body.get("prompt") or body["messages"][-1]["content"]
+        if text in OTHERS[: BATCH - 1] or (text == ASKED and next(asked) > 2):
+            try:
+                gate.wait()
+            except threading.BrokenBarrierError:
+                broken.append(f"the batch of {BATCH} never filled within {HOLD_S} s")
+            batched.add(threading.get_ident())  # each request on a thread of its own
         return "Paris"
 
     def logprobs(body: dict[str, Any], text: str) -> Any:
-        me = threading.get_ident()
-        with joined:
-            shift = 1e-6 * (me in overlapped)
-            inflight.discard(me)
-            overlapped.discard(me)
+        shift = 1e-6 * (threading.get_ident() in batched)
+        batched.discard(threading.get_ident())
         return {"tokens": [text], "token_logprobs": [-0.5 - shift],
                 "top_logprobs": [{text: -0.5 - shift, " Rome": -1.5}], "text_offset": [0]}
 
@@ -137,9 +137,10 @@ def test_batch_invariance_is_seen_either_way(capsys: Any) -> None:
     found = data["batch_invariance"]
     assert found["identical"] is True and "inside a batch of 4" in found["summary"]
     assert "one forced noise run" in found["floor"]
-    with batch_dependent() as server:
+    broken: list[str] = []
+    with batch_dependent(broken) as server:
         code, data, err = checked(capsys, server.base_url)
-    assert code == 0, err
+    assert not broken and code == 0, broken or err
     found = data["batch_invariance"]
     assert found["identical"] is False and found["largest_change"] == pytest.approx(1e-6)
     assert "three forced noise runs" in found["floor"]

@@ -15,6 +15,7 @@ from llama_server import available, llama_server
 from kveval.cli.cli import main
 from kveval.formats.reader import read_run
 from kveval.run import engine_setup
+from kveval.run.data import bundled_gsm8k
 from tests.clirun import kveval
 
 HAVE_MODEL = importlib.util.find_spec(engine_setup.BUNDLED_PACKAGE) is not None
@@ -35,10 +36,6 @@ def cli(*args: str) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from conftest import GSM8K_DIR
-
-    if not (GSM8K_DIR / "test.jsonl").is_file():
-        pytest.skip(f"GSM8K data not found at {GSM8K_DIR}")
     folder = tmp_path_factory.mktemp("llama-server")
     prompts = folder / "prompts.txt"
     prompts.write_text("\n".join(PROMPTS) + "\n")
@@ -47,7 +44,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
              ("gsm8k", "prompts", "tf-gsm8k-f16", "tf-prompts-f16", "tf-gsm8k-q8", "tf-prompts-q8")}
     common = ["--logprobs", "5", "--max-tokens", "32", "--concurrency", "2"]
     with llama_server(model, "f16", slots=2, threads=2) as url:
-        cli("run", "--endpoint", url, "--task", "gsm8k", "--data", str(GSM8K_DIR), "--limit", "3",
+        cli("run", "--endpoint", url, "--task", "gsm8k", "--data", bundled_gsm8k(), "--limit", "3",
             "--shots", "2", "-o", str(paths["gsm8k"]), *common)
         cli("run", "--endpoint", url, "--task", "prompts", "--prompts", str(prompts),
             "-o", str(paths["prompts"]), *common)

@@ -94,7 +94,8 @@ def port_of(engine: Engine) -> int:
     return int(engine.base_url.rsplit(":", 1)[1].split("/")[0])
 
 
-def wait_gone(pids: list[int], timeout: float = 15.0) -> list[int]:
+def wait_gone(pids: list[int], timeout: float = 60.0) -> list[int]:
+    """The pids still alive after `timeout` s (it returns as soon as none is)."""
     deadline = time.monotonic() + timeout
     while (left := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -26,9 +26,10 @@ from tests.test_cli_verdicts import header, prompt_items, write
 
 
 def device(tmp_path: Path) -> Path:
-    """A character device node like /dev/null's, made in the test's own folder."""
+    """A character device node like /dev/null's, made in the test's own folder; without root,
+    which alone may make one (and replace /dev/null), /dev/null itself."""
     if os.geteuid() != 0:
-        pytest.skip("making a device node needs root")
+        return Path("/dev/null")
     path = tmp_path / "dev"
     os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     return path

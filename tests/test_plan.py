@@ -16,7 +16,6 @@ from tests.clirun import kveval
 from tests.test_cli_verdicts import fingerprint, gsm8k_items, header, prompt_items, write
 
 ROOT = Path(__file__).resolve().parent.parent
-GSM8K = ROOT.parent / "shared" / "data" / "gsm8k"
 
 
 def test_power_grows_with_items_and_loss_and_is_exact_at_the_extremes():
@@ -98,15 +97,14 @@ def test_a_loss_the_data_cannot_supply_says_the_best_it_can_do(pilot, capsys):
     assert "--limit 1319" in out
 
 
-@pytest.mark.skipif(not (GSM8K / "test.jsonl").exists(), reason="GSM8K test data not present")
-def test_the_printed_commands_grow_the_pilot(tmp_path, capsys, monkeypatch):
+def test_the_printed_commands_grow_the_pilot(tmp_path, capsys, monkeypatch, gsm8k_dir):
     from tests.fake_server import Behaviour, FakeServer
 
     monkeypatch.chdir(tmp_path)
     with FakeServer(Behaviour()) as server:
         for label, order in (("a", "data"), ("n", "shuffle")):
             code, _, err = kveval(capsys, "run", "--endpoint", server.base_url, "--task", "gsm8k",
-                                  "--data", str(GSM8K), "--limit", "40", "--order", order,
+                                  "--data", str(gsm8k_dir), "--limit", "40", "--order", order,
                                   "--label", label, "-o", f"{label}.jsonl")
             assert code in (0, 1), err
         code, out, _ = kveval(capsys, "plan", "a.jsonl", "--noise", "n.jsonl", "--detect", "5",

@@ -10,12 +10,11 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clirun import kveval
+from clirun import kveval, wait_for_items
 from fake_server import Behaviour, FakeServer
 
 from kveval.formats import writer
@@ -154,22 +153,19 @@ def test_a_run_killed_mid_way_leaves_a_valid_file_that_resume_completes(
         tmp_path: Path, sig: signal.Signals) -> None:
     out = tmp_path / "r.jsonl"
     argv = [sys.executable, "-m", "kveval.cli", "run", "--task", "prompts", "--prompts",
-            str(prompts(tmp_path, 200)), "--concurrency", "2", "-o", str(out)]
+            str(prompts(tmp_path, 40)), "--concurrency", "2", "-o", str(out)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with FakeServer(Behaviour(latency_s=0.05)) as slow:
-        argv[4:4] = ["--endpoint", slow.base_url]
+    with FakeServer(Behaviour(hold_after=1 + 5)) as held:  # pre-flight, 5 items
+        argv[4:4] = ["--endpoint", held.base_url]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (
-                not out.exists() or len(out.read_text().splitlines()) < 6):
-            time.sleep(0.05)
+        wait_for_items(out, 5)
         proc.send_signal(sig)
         proc.communicate(timeout=30)
         partial = read_run(out)
-        assert 5 <= len(partial.items) < 200 and not partial.truncated_tail
-        slow.behaviour.latency_s = 0.0
+        assert len(partial.items) == 5 and not partial.truncated_tail
+        held.release()
         resumed = subprocess.run(argv + ["--resume"], capture_output=True, text=True, env=env,
                                  timeout=120)
     assert resumed.returncode == 0, resumed.stderr
-    assert len(read_run(out).items) == 200
-    assert f"{200 - len(partial.items)} sent this time" in resumed.stdout
+    assert len(read_run(out).items) == 40
+    assert "35 sent this time" in resumed.stdout

@@ -145,11 +145,12 @@ async def _max_k(conn: Connection, api: str, model: str) -> int | None:
 async def _forced(conn: Connection, method: Method, base_url: str, model: str) -> str | None:
     """One tiny completions item forced by the method; None when it works (a run by it
     would keep the reply: client.checked), else why not."""
+    from kveval.run.forcing.item import probe
     from kveval.run.forcing.plan import Context, plan_forced
 
     run = _tiny_run(model)
     ctx = Context(method, base_url, model, 5)
-    reply = checked(await plan_forced(run, ctx).jobs[0].forced.probe(conn))
+    reply = checked(await probe(plan_forced(run, ctx).jobs[0].forced, conn))
     if reply.error is None and reply.logprobs and reply.logprobs["tokens"]:
         return None
     why = reply.error or "the reply held no log-probabilities"

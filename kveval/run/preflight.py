@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from kveval.errors import EndpointError
 from kveval.run.client import Connection, Reply, asked_k, checked, send
+from kveval.run.forcing.item import probe
 from kveval.run.forcing.method import LACKS
 from kveval.run.runner import Before, Job
 
@@ -62,7 +63,7 @@ async def _check_forced(job: Job, conn: Connection) -> None:
     """Teacher forcing: the longest item's longest request, by the run's method; on
     llama-server, a note when it copies its idle slots at every task start
     (run/forcing/idle_slots.py)."""
-    reply = checked(await job.forced.probe(conn))
+    reply = checked(await probe(job.forced, conn))
     method = job.forced.method
     if reply.error is None and reply.logprobs and reply.logprobs["tokens"]:
         if method == "forced_decoding":

@@ -23,6 +23,7 @@ from kveval.run.client import (
     make_client,
     send,
 )
+from kveval.run.forcing.item import exchange
 from kveval.run.interrupt import exit_code, how
 from kveval.safe import one_line
 
@@ -37,7 +38,7 @@ class Job:
     item: Item
     body: dict[str, Any]
     span: tuple[int, int] | None = None  # teacher forcing: the answer's characters in the echo
-    forced: Any = None  # teacher forcing: a run.forced.Forced, which makes the requests itself
+    forced: Any = None  # teacher forcing: a run/forcing/forced.Forced (item.py sends it)
 
 
 def plan(specs_items: Sequence[tuple[TaskSpec, Sequence[Item]]], model: str, seed: int | None,
@@ -87,7 +88,7 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
     async def one(job: Job) -> ItemRecord:
         async with gate:
             if job.forced is not None:
-                return to_record(job, await job.forced.exchange(conn))
+                return to_record(job, await exchange(job.forced, conn))
             return to_record(job, await send(conn, job.body, job.span))
 
     tasks: list[asyncio.Future[ItemRecord]] = []

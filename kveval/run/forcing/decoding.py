@@ -3,42 +3,14 @@ prompt the last one's plus the forced token, on one slot so each reuses the pref
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kveval.run.client import Connection
+from kveval.run.forcing.forced import Forced
 from kveval.run.forcing.scores import Scored, logprob
+from kveval.run.forcing.slots import SlotPool
 from kveval.run.forcing.token_ids import ForcedFailure, post_json
 from kveval.run.logprobs import outcomes
-
-if TYPE_CHECKING:
-    from kveval.run.forcing.item import Forced
-
-
-class SlotPool:
-    """llama-server's slots, one item at a time on each, so an item's positions reuse the
-    prefix its slot holds. None slots: the server picks (it prefers the best cached match)."""
-
-    def __init__(self, slots: int | None) -> None:
-        self.slots = slots
-        self._free: asyncio.Queue[int] | None = None
-
-    @contextlib.asynccontextmanager
-    async def take(self) -> AsyncIterator[int | None]:
-        if self.slots is None:
-            yield None
-            return
-        if self._free is None:
-            self._free = asyncio.Queue()
-            for slot in range(self.slots):
-                self._free.put_nowait(slot)
-        slot = await self._free.get()
-        try:
-            yield slot
-        finally:
-            self._free.put_nowait(slot)
 
 
 async def score(item: Forced, conn: Connection, prompt: list[int], ids: list[int],

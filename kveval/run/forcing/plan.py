@@ -159,7 +159,7 @@ def _tokenizer(ctx: Context) -> Any:
 
 def _job(spec: TaskSpec, item: Item, record: ItemRecord, ctx: Context, tokenizer: Any) -> Job:
     from kveval.run.client import OWNED_KEYS
-    from kveval.run.forcing.item import Answer, Forced
+    from kveval.run.forcing.forced import Answer, Forced
     from kveval.run.forcing.token_ids import recorded_tokens
     from kveval.safe import redact_url
 
@@ -234,8 +234,8 @@ def plan_run(baseline: Run, base_url: str, model: str, fingerprint: dict[str, An
     method cannot serve."""
     import click
 
-    from kveval.run.forcing.decoding import SlotPool
     from kveval.run.forcing.method import Probe, select
+    from kveval.run.forcing.slots import SlotPool
     from kveval.safe import one_line
 
     method = select(Probe(base_url, model, api_key), fingerprint, embedded)

@@ -3,15 +3,13 @@ with the input positions' log-probabilities and top-K from the answer's first po
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kveval.run.client import Connection
+from kveval.run.forcing.forced import Forced
 from kveval.run.forcing.scores import Scored, logprob
 from kveval.run.forcing.token_ids import ForcedFailure, post_json
 from kveval.run.logprobs import outcomes
-
-if TYPE_CHECKING:
-    from kveval.run.forcing.item import Forced
 
 
 async def score(item: Forced, conn: Connection, prompt: list[int], ids: list[int]
