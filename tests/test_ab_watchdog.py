@@ -138,7 +138,7 @@ def test_a_second_ab_in_the_folder_is_refused_and_stops_nothing(tmp_path: Path) 
                                 env=environment())
         assert second.returncode == 2
         line = [line for line in second.stderr.splitlines() if line.strip()][-1]
-        assert f"another kveval (process {first.pid}) runs its server baseline now" in line
+        assert "another kveval ab is running in this folder" in line  # the folder's lock
         assert "give this one another -o DIR" in line and "--resume" not in line
         _, err = first.communicate(timeout=120)
         assert first.returncode == 0, err  # its server was never touched

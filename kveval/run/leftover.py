@@ -20,7 +20,7 @@ import click
 import msgspec
 
 from kveval.errors import RunFileError
-from kveval.run.watchdog import end_group, ours, start_ticks
+from kveval.run.watchdog import end_group, ended, ours, start_ticks
 
 RECORD_BYTES = 4096  # a record larger than this is not one
 
@@ -85,7 +85,7 @@ def owned(record: Record) -> bool:
     """The kveval that started the server runs still (another one than this)."""
     if record.owner is None or record.owner_ticks is None or record.owner == os.getpid():
         return False
-    return start_ticks(record.owner) == record.owner_ticks
+    return start_ticks(record.owner) == record.owner_ticks and not ended(record.owner)
 
 
 def stop_recorded(path: Path, grace: float) -> int | None:

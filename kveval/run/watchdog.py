@@ -35,15 +35,24 @@ GONE_S = 10.0  # after SIGKILL: how long the group may take to go
 
 def start_ticks(pid: int) -> int | None:
     """When the process started (clock ticks since boot: /proc/PID/stat's 22nd field), or
-    None where it is gone (a zombie, ended and waiting for its reaper, is gone) or there is
-    no /proc."""
+    None where it is gone or there is no /proc. A zombie keeps its start time: a group whose
+    leader ended is still that group while members are left."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
-        fields = stat[stat.rindex(b")") + 2:].split()
-        return None if fields[0] in (b"Z", b"X") else int(fields[19])
+        return int(stat[stat.rindex(b")") + 2:].split()[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def ended(pid: int) -> bool:
+    """The process has ended: gone, or a zombie waiting for its reaper."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return True
+    return stat[stat.rindex(b")") + 2:].split()[:1] in ([b"Z"], [b"X"])
 
 
 def _members(pgid: int) -> bool:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from pathlib import Path
 
 import click
 
-from kveval.errors import EXIT_OK, Interrupted, UsageError
+from kveval.atomic import output_folder
+from kveval.errors import EXIT_OK, Interrupted
+from kveval.formats.lock import folder_held
 from kveval.run import serve
 from kveval.run.ab.forcing import Forcing
 from kveval.run.ab.options import AbOptions
@@ -31,13 +32,19 @@ from kveval.run.ab.state import (
 )
 from kveval.run.ab.steps import Context, run_start
 from kveval.run.interrupt import exit_code, how
+from kveval.run.leftover import stop_leftovers
 
 FORCING = ", teacher-forcing the baseline's answers"
 
 
 def check_commands(opts: AbOptions) -> None:
+    """Every command, and the suite's --speed load, before any server starts."""
     for side in opts.sides:
         serve.check_command(serve.Command(side.name, opts.command(side), side.env))
+    if opts.speed:
+        from kveval.run.ab.speed import load_size
+
+        load_size(opts.suite)
 
 
 def plan_lines(opts: AbOptions, starts: Sequence[Start]) -> list[str]:
@@ -70,7 +77,7 @@ def prepare(opts: AbOptions, api_key: str | None) -> AbOptions | None:
     if opts.dry_run:
         click.echo("\n".join(plan_lines(opts, starts)))
         return None
-    make_folder(opts.output)
+    output_folder(opts.output)
     write_state(folder.state, Forcing(opts, state, api_key).state)
     return opts
 
@@ -84,32 +91,23 @@ def send_pass(opts: AbOptions, api_key: str | None) -> int:
     state = read_state(folder.state)
     assert state is not None  # prepare wrote it
     forcing = Forcing(opts, state, api_key)
-    try:
-        if opts.parallel > 1:
-            from kveval.run.ab.parallel import run_side_by_side
+    with folder_held(opts.output):  # one kveval ab a folder; a killed one's servers stopped
+        stop_leftovers(folder.root / "servers", opts.grace)
+        try:
+            if opts.parallel > 1:
+                from kveval.run.ab.parallel import run_side_by_side
 
-            return run_side_by_side(opts, starts, api_key)
-        ctx = Context(opts, folder, api_key, forcing, forcing.stop)
-        return max([run_start(ctx, start, forcing.state.forcing) for start in starts])
-    except (KeyboardInterrupt, Interrupted):
-        raise Interrupted(interrupted_words(starts), exit_code()) from None
+                return run_side_by_side(opts, starts, api_key)
+            ctx = Context(opts, folder, api_key, forcing, forcing.stop)
+            return max([run_start(ctx, start, forcing.state.forcing) for start in starts])
+        except (KeyboardInterrupt, Interrupted):
+            raise Interrupted(interrupted_words(starts), exit_code()) from None
 
 
 def run_experiment(opts: AbOptions, api_key: str | None) -> int:
     """Every start not finished on file; the worst run's exit code (1: items failed)."""
     ready = prepare(opts, api_key)
     return EXIT_OK if ready is None else send_pass(ready, api_key)
-
-
-def make_folder(path: Path) -> None:
-    """-o DIR: a folder, made where missing; anything else there is one line."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"-o {path}: cannot make the experiment's folder "
-                         f"({exc.strerror or exc})") from None
-    if not path.is_dir():
-        raise UsageError(f"-o {path}: not a folder")
 
 
 def interrupted_words(starts: Sequence[Start]) -> str:

@@ -35,6 +35,7 @@ from kveval.formats.figures import (
 from kveval.formats.figures import (
     Start as Started,
 )
+from kveval.formats.numbers import count
 from kveval.run import serve
 from kveval.run.ab.model_kv import completed
 from kveval.run.ab.options import AbOptions
@@ -98,7 +99,7 @@ def _answered(path: Path) -> tuple[int, int, list[float]]:
     if not path.exists():
         return 0, 0, []
     ok = [item for item in read_run(path).items if item.ok]
-    tokens = sum(int((item.usage or {}).get("completion_tokens") or 0) for item in ok)
+    tokens = sum(count((item.usage or {}).get("completion_tokens")) or 0 for item in ok)
     return len(ok), tokens, [item.latency_s for item in ok if item.latency_s is not None]
 
 
