@@ -5,8 +5,9 @@ plain POST, which at a fast server's pace was most of a run's time; kveval reads
 as JSON anyway (client.parse_reply), so nothing of the client's typed models was used.
 Promises kept from it: the key (or the URL's Basic credentials) in the Authorization header,
 redirects never followed (a completion goes to the endpoint and nowhere else), no limit on
-connections below any sane concurrency, and a non-2xx answer as a StatusError carrying the
-server's own `error.message`. Deadlines and retries are the caller's (client.send).
+connections below any sane concurrency, the proxy the environment names, and a non-2xx
+answer as a StatusError carrying the server's own `error.message`. Deadlines and retries are
+the caller's (client.send).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class PlainClient:
             connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(total=None),
-                headers=self.headers, skip_auto_headers=("User-Agent",))
+                headers=self.headers, skip_auto_headers=("User-Agent",),
+                trust_env=True)  # the *_proxy variables, as every request honours them
         return self._session
 
     async def post(self, path: str, body: dict[str, Any]) -> Any:
