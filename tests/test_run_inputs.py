@@ -45,7 +45,7 @@ def test_connection_refused_is_not_called_a_timeout() -> None:
         try:
             return (await send(conn, {"model": "m", "prompt": "x", "max_tokens": 1})).error
         finally:
-            await conn.client.close()
+            await conn.close()
 
     error = asyncio.run(one())
     assert error is not None and error.startswith("connection refused")

@@ -168,7 +168,7 @@ def forcing_method(base_url: str, model: str, api_key: str | None,
         try:
             return await _forced(conn, method, base_url, model)
         finally:
-            await conn.client.close()
+            await conn.close()
 
     return method, asyncio.run(tried())
 
@@ -220,7 +220,7 @@ async def _probe_all(config: ClientConfig, model: str, method: Method,
                 if method.name == "forced_decoding" else None)
         same = EMBEDDED_INVARIANT if embedded else await _invariance(conn, apis, ks, model)
     finally:
-        await conn.client.close()
+        await conn.close()
     return {"apis": apis, "max_logprobs": ks, "forced": forced, "idle": idle,
             "invariance": same}
 

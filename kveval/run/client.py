@@ -1,7 +1,8 @@
-"""Async requests to the endpoint through the openai client, with kveval's retries and timeouts.
+"""Async requests to the endpoint over plain HTTP (run/plain.py), with kveval's retries and
+timeouts.
 
-This is the only module that sends completions. The openai package is imported when a
-client is made, never at start-up, so `kveval --help` stays fast.
+This is the only module that sends completions. An openai client is made only for what asks
+for one (a streamed load, `Connection.client`), never at start-up nor for a run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kveval.formats.numbers import usage_counts
 from kveval.masking import forms, mask
 from kveval.run.failures import backoff, classify
 from kveval.run.logprobs import answer_logprobs, compact, request_keys
+from kveval.run.plain import PlainClient
 from kveval.safe import one_line, redact_url
 
 if TYPE_CHECKING:
@@ -55,12 +57,25 @@ class Reply:
     meta: dict[str, Any] | None = None  # added to the item's meta (teacher forcing: how)
 
 
-@dataclass(frozen=True)
 class Connection:
-    """The openai client and the settings it was made with."""
+    """The endpoint's plain HTTP session (every completion and forcing request) and, made
+    when first asked for, an openai client with the same settings (a streamed load)."""
 
-    client: AsyncOpenAI
-    config: ClientConfig
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.http = PlainClient(config.base_url, config.api_key)
+        self._openai: AsyncOpenAI | None = None
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        if self._openai is None:
+            self._openai = _openai_client(self.config)
+        return self._openai
+
+    async def close(self) -> None:
+        await self.http.close()
+        if self._openai is not None:
+            await self._openai.close()
 
 
 # Request keys kveval sets itself and records; --extra-body may not change them.
@@ -148,15 +163,18 @@ def asked_k(body: dict[str, Any]) -> int:
 
 
 def make_client(config: ClientConfig) -> Connection:
-    """The openai client keeps up to 1,000 connections: no limit below any sane concurrency.
-    Retries are kveval's own (see `send`), and redirects are not followed: a completion
-    request goes to the endpoint and nowhere else."""
+    return Connection(config)
+
+
+def _openai_client(config: ClientConfig) -> AsyncOpenAI:
+    """Up to 1,000 connections: no limit below any sane concurrency. Retries are kveval's
+    own, and redirects are not followed: a request goes to the endpoint and nowhere else."""
     from openai import AsyncOpenAI, DefaultAioHttpClient
 
     from kveval.run.http import basic_auth
 
     auth = basic_auth(config.base_url)
-    client = AsyncOpenAI(
+    return AsyncOpenAI(
         base_url=redact_url(config.base_url),
         default_headers={"Authorization": auth} if auth else None,
         api_key=config.api_key or "not-needed",
@@ -164,7 +182,6 @@ def make_client(config: ClientConfig) -> Connection:
         max_retries=0,
         http_client=DefaultAioHttpClient(follow_redirects=False),
     )
-    return Connection(client, config)
 
 
 Span = tuple[int, int]  # teacher forcing: the answer's characters in the echoed text
@@ -238,18 +255,14 @@ def _masked(reply: Reply, secrets: tuple[str, ...]) -> Reply:
 
 
 async def _attempt(conn: Connection, body: dict[str, Any]) -> Any:
-    """One POST, bounded as a whole by --timeout (the client's own timeout bounds each read)."""
+    """One POST, bounded as a whole by --timeout."""
     path = "/chat/completions" if "messages" in body else "/completions"
-    post = conn.client.post(path, body=body, cast_to=object)
-    return await asyncio.wait_for(post, conn.config.timeout)
+    return await asyncio.wait_for(conn.http.post(path, body), conn.config.timeout)
 
 
 async def send(conn: Connection, body: dict[str, Any], span: Span | None = None) -> Reply:
     """Send one request with retries; a failure after them becomes an error Reply.
-
-    The openai client's generic `post` skips building typed response models, which costs
-    more than the request itself at high rates. `span`: teacher forcing, the answer's
-    characters in the echoed text."""
+    `span`: teacher forcing, the answer's characters in the echoed text."""
     start = time.perf_counter()
     for attempt in range(conn.config.retries + 1):
         try:

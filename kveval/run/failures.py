@@ -1,7 +1,7 @@
 """What went wrong with a request, in words a user can act on, and whether to try again.
 
-The openai client's aiohttp transport reports a refused or dropped connection as a
-timeout; the exception chain still holds the real cause, so the message says what happened.
+A transport may report a refused or dropped connection as something else (a timeout); the
+exception chain still holds the real cause, so the message says what happened.
 """
 
 from __future__ import annotations
@@ -15,6 +15,14 @@ from kveval.safe import one_line
 
 MAX_WAIT_S = 60.0  # the longest Retry-After honoured
 RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx
+
+
+class StatusError(Exception):
+    """A server's answer outside 2xx: its code, what it said, its headers (Retry-After)."""
+
+    def __init__(self, status: int, message: str, headers: Any = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ def _named(exc: BaseException, *names: str) -> bool:
 
 
 def connection_failure(exc: BaseException, timeout: float) -> str:
-    """The real cause of an openai APIConnectionError."""
+    """The real cause of a failed connection."""
     root = root_cause(exc)
     text = one_line(str(root))
     if _named(root, "ConnectionRefusedError") or "refused" in text.lower():
@@ -73,15 +81,20 @@ def connection_failure(exc: BaseException, timeout: float) -> str:
     return f"{type(root).__name__}: {text}" if text else type(root).__name__
 
 
-def classify(exc: BaseException, timeout: float) -> Failure:
-    import openai
+def _connection(exc: BaseException) -> bool:
+    """A failure to connect or to read a whole answer (aiohttp's, or a socket's own)."""
+    import aiohttp
 
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
+    return isinstance(exc, (aiohttp.ClientError, ConnectionError)) and not isinstance(
+        exc, (TimeoutError, asyncio.TimeoutError))
+
+
+def classify(exc: BaseException, timeout: float) -> Failure:
+    if isinstance(exc, StatusError):
         message = one_line(str(exc.message or ""))[:500]
-        retry = status in RETRY_STATUSES or status >= 500
-        return Failure(f"HTTP {status}: {message}", retry, retry_after(exc.response.headers))
-    if isinstance(exc, openai.APIConnectionError):
+        retry = exc.status in RETRY_STATUSES or exc.status >= 500
+        return Failure(f"HTTP {exc.status}: {message}", retry, retry_after(exc.headers))
+    if _connection(exc):
         return Failure(connection_failure(exc, timeout), retry=True)
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):  # wait_for: the attempt's deadline
         return Failure(f"no complete answer within --timeout {timeout:g} s", retry=True)

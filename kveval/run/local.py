@@ -64,6 +64,8 @@ except Exception:
 if os.getppid() != parent:
     sys.exit(1)
 sys.argv = ["llama_cpp.server", *sys.argv[2:]]
+from kveval.run.engine_topk import install
+install()  # the top-K log-probabilities by numpy, the same to the last bit
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 

@@ -102,7 +102,7 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await conn.client.close()
+        await conn.close()
 
 
 def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,

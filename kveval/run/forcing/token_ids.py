@@ -38,8 +38,7 @@ async def post_json(conn: Connection, url: str, body: dict[str, Any]) -> Any:
     timeout = conn.config.timeout
     for attempt in range(conn.config.retries + 1):
         try:
-            call = conn.client.post(url, body=body, cast_to=object)
-            return await asyncio.wait_for(call, timeout)
+            return await asyncio.wait_for(conn.http.post(url, body), timeout)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a described error
             failure = classify(exc, timeout)
         if not failure.retry or attempt == conn.config.retries:
