@@ -67,8 +67,8 @@ def test_a_loss_at_a_restarts_cost_cannot_be_seen() -> None:
 def test_small_pools_are_left_to_the_pool_test() -> None:
     pilot = NovelPilot(share=0.01, rate=0.3, variance=0.9, runs=3)
     assert not pilot.applies(10_000, 1)  # one noise run: no majority to read against
-    assert not pilot.applies(450, 2)  # 13.5 new answers in the pool's three runs
-    assert pilot.applies(520, 2)
+    assert not pilot.applies(900, 2)  # 27 new answers in the pool's three runs
+    assert pilot.applies(1100, 2)
 
 
 def test_plan_sizes_for_the_cost_test_the_gate_will_use() -> None:

@@ -46,7 +46,7 @@ import numpy as np
 from kveval.judge.spread import PRIORS, Spread, prediction_bound, prediction_p
 
 LEAST_RUNS = 3  # runs of the baseline's setup this test needs
-LEAST_NEW = 15  # new answers of the pool's runs it needs to read a restart's cost from
+LEAST_NEW = 30  # new answers of the pool's runs it needs to read a restart's cost from
 LEAST_VARIANCE = 0.1  # a new answer's cost variance is never taken below this
 
 
