@@ -95,8 +95,7 @@ def cells(quick: bool, noise: Sequence[int] = NOISE_RUNS,
             found.append(("fresh", k, s, 500, "gsm8k -4"))
             if k:
                 found.append(("correlated", k, s, 500, "A/A"))
-            if k >= 2:
-                found.append(("stable-right", k, s, 500, "A/A"))
+            found.append(("stable-right", k, s, 500, "A/A"))
     return found
 
 

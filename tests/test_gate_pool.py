@@ -165,3 +165,25 @@ def test_errors_are_wrong_in_the_pool_test_too():
                   [side("n", answers("gsm8k", 300, wrong=set(range(30))))], max_error_rate=0.2)
     assert report.examined.pooled("gsm8k").candidate == 60
     assert report.verdict == "regression"
+
+
+def test_two_files_alone_a_candidates_losses_do_not_widen_its_own_allowance():
+    """A quiet server (GSM8K 500, 3 answers changed between runs) and a candidate that loses
+    15 right answers on top, judged with no noise run at the accuracy check's level in the
+    rollout suite: 16 lost against 2 gained shows; the same candidate with those 15 answers
+    changed but still right (its changes alone, no loss) does not."""
+    from kveval.judge.checks import first
+    from kveval.judge.verdict import Family
+    from tests.test_gate_calibrated import answers, side
+
+    usual = set(range(75))
+    base = side("a", answers("gsm8k", 500, wrong=usual | {100}, changed={100}, tag="a"))
+    lost = set(range(200, 215))
+    cand = side("b", answers("gsm8k", 500, wrong=(usual - {3}) | {102} | lost,
+                             changed={3, 102} | lost, tag="b"), True)
+    check = first(gate(base, cand, family=Family(alpha=0.0115)).checks, "gsm8k", "accuracy")
+    assert check is not None and check.alarmed
+    same = side("c", answers("gsm8k", 500, wrong=(usual - {3}) | {102},
+                             changed={3, 102} | lost, tag="c"), True)
+    quiet = first(gate(base, same, family=Family(alpha=0.0115)).checks, "gsm8k", "accuracy")
+    assert quiet is not None and not quiet.alarmed

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kveval.judge.novel_power import NovelPilot, NovelReadings, of_pilot
+from kveval.judge.novel_power import NovelPilot, of_pilot
 from kveval.judge.plan import Targets, plan
 from tests.test_novel import N, restart, runs
 
@@ -31,9 +31,8 @@ def test_a_pilot_reads_a_restarts_new_answers_and_their_cost() -> None:
     departure from a right answer (85% of them) is wrong with probability 0.45, one from a
     wrong answer right with probability 0.25: a net cost of about 0.85 x 0.45 - 0.15 x 0.25."""
     pilots = [of_pilot(*arrays([40, 40, 40], seed)) for seed in range(20)]
-    assert all(p is not None and [r.kind for r in p.readings] == ["new", "changed"]
-               for p in pilots)
-    found = [p.readings[0] for p in pilots if p]
+    found = [p for p in pilots if p is not None]
+    assert len(found) == len(pilots)
     assert all(p.runs == 3 for p in found)
     shares = [p.share for p in found]
     rates = [p.rate for p in found]
@@ -48,30 +47,28 @@ def test_fewer_than_three_runs_or_no_new_answer_plan_nothing() -> None:
 
 
 def test_more_items_more_noise_runs_and_a_larger_loss_are_each_easier() -> None:
-    pilot = NovelPilot(share=0.05, rate=0.3, variance=0.9, between=0.0, runs=3)
+    pilot = NovelPilot(share=0.05, rate=0.3, variance=0.9, runs=3)
     assert pilot.catches(20_000, 2, 0.03, LEVEL, 0.8)
     assert not pilot.catches(400, 2, 0.03, LEVEL, 0.8)
     at = [pilot.loss(n, 2, LEVEL, 0.8) or 1.0 for n in (500, 1000, 2000, 4000)]
     assert at == sorted(at, reverse=True) and len(set(at)) == 4
-    calm = NovelPilot(share=0.02, rate=0.3, variance=0.9, between=0.0, runs=3)
+    calm = NovelPilot(share=0.02, rate=0.3, variance=0.9, runs=3)
     runs_ = [calm.loss(1000, k, LEVEL, 0.8) or 1.0 for k in (2, 3, 5, 8)]
     assert runs_ == sorted(runs_, reverse=True) and len(set(runs_)) == 4
-    spread = NovelPilot(share=0.05, rate=0.3, variance=0.9, between=0.02, runs=3)
-    assert (spread.loss(1000, 2, LEVEL, 0.8) or 1.0) > at[1]  # restarts that differ in cost
 
 
 def test_a_loss_at_a_restarts_cost_cannot_be_seen() -> None:
     """Where every new answer a restart gives is a wrong one, a lost answer costs what a
     restart's change costs: the test conditions on the changes and cannot see it."""
-    pilot = NovelPilot(share=0.05, rate=1.0, variance=0.1, between=0.0, runs=3)
+    pilot = NovelPilot(share=0.05, rate=1.0, variance=0.1, runs=3)
     assert pilot.loss(100_000, 8, LEVEL, 0.8) is None
 
 
 def test_small_pools_are_left_to_the_pool_test() -> None:
-    pilot = NovelPilot(share=0.01, rate=0.3, variance=0.9, between=0.0, runs=3)
+    pilot = NovelPilot(share=0.01, rate=0.3, variance=0.9, runs=3)
     assert not pilot.applies(10_000, 1)  # one noise run: no majority to read against
     assert not pilot.applies(900, 2)  # 27 new answers in the pool's three runs
-    assert pilot.applies(1000, 2)
+    assert pilot.applies(1100, 2)
 
 
 def test_plan_sizes_for_the_cost_test_the_gate_will_use() -> None:
@@ -84,7 +81,7 @@ def test_plan_sizes_for_the_cost_test_the_gate_will_use() -> None:
     assert task.items_needed is not None and task.noise_runs_needed == 2
     n, level = task.items_needed, task.level
     pilot = of_pilot(*_pilot_arrays(sides))
-    assert pilot is not None and all(r.runs == 4 for r in pilot.readings)
+    assert pilot is not None and pilot.runs == 4
     assert pilot.applies(n - 1, 2)
     assert pilot.catches(n, 2, 0.05, level, 0.8)
     assert not pilot.catches(n - 1, 2, 0.05, level, 0.8)
@@ -96,17 +93,3 @@ def _pilot_arrays(sides: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     found = scored_runs("gsm8k", sides[0], sides[1:-1], sides[-1], "flexible")
     assert found is not None
     return found
-
-
-def test_the_plan_takes_the_reading_that_catches_a_loss_each_at_half_the_level() -> None:
-    """The new answers' reading and every changed answer's, at a 13% departure rate: a loss
-    is caught where either reading catches it at half the level."""
-    new = NovelPilot(share=0.1, rate=0.3, variance=0.9, between=0.0, runs=3)
-    changed = NovelPilot(share=0.1, rate=0.6, variance=0.9, between=0.0, runs=3,
-                         kind="changed")
-    both = NovelReadings((new, changed))
-    at = both.loss(1000, 2, LEVEL, 0.8) or 1.0
-    alone = [r.loss(1000, 2, LEVEL / 2, 0.8) or 1.0 for r in (new, changed)]
-    assert at == min(alone) and alone[0] < alone[1]  # the cheaper restarts' reading
-    assert both.catches(1000, 2, at, LEVEL, 0.8)
-    assert not both.catches(1000, 2, at * 0.9, LEVEL, 0.8)

@@ -90,9 +90,9 @@ def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, caps
 
 def test_a_loss_the_data_cannot_supply_says_the_best_it_can_do(pilot, capsys):
     code, out, _ = kveval(capsys, "plan", pilot["a"], "--noise", pilot["n"], "--candidate",
-                          pilot["c"], "--detect", "1.5")
+                          pilot["c"], "--detect", "1")
     assert code == 0
-    assert "a loss of 1.5 points needs" in out
+    assert "a loss of 1 points needs" in out
     assert "the data has 1,319: the best it can do is" in out
     assert "--limit 1319" in out
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from kveval.judge.detect import detectable_loss, mcnemar_power
 from kveval.judge.floor import CountTest
 from kveval.judge.novel import NovelCost
-from kveval.judge.novel_power import NovelReadings
+from kveval.judge.novel_power import NovelPilot
 from kveval.judge.spread import PRIORS
 
 
@@ -34,7 +34,8 @@ class Restarts:
             return cls(0.0, 0.0)
         if test.novel is not None:
             return cls.of_novel(test.novel, test.items)
-        run = max(test.spread.variance - test.spread.floor, 0.0)
+        run = max(test.spread.variance - (test.spread.floor if test.spread.measured else 0.0),
+                  0.0)  # with the baseline alone the counting part is apart (`extra`)
         return cls(test.spread.floor / test.items, math.sqrt(run) / test.items)
 
     @classmethod
@@ -44,7 +45,7 @@ class Restarts:
         answer's excess."""
         share, per = max(novel.answers, 1) / items, novel.loss_per_point()
         ratio = max(novel.answers, 1) / max(novel.pool_answers, 1)
-        runs = novel.spread.variance * (1 + 1 / max(novel.spread.runs, 1))
+        runs = PRIORS["novel"].spread ** 2 * (1 + 1 / max(novel.spread.runs, 1))
         return cls(novel.spread.floor * share * (1 + ratio) / per ** 2,
                    math.sqrt(runs) * share / per)
 
@@ -66,9 +67,9 @@ class AccuracyModel:
 
     flip_rate: float
     restarts: Restarts
-    novel: NovelReadings | None = None
+    novel: NovelPilot | None = None
 
-    def _by_cost(self, n: int, runs: int) -> NovelReadings | None:
+    def _by_cost(self, n: int, runs: int) -> NovelPilot | None:
         """The cost test's model where the gate judges n items and these runs by it."""
         return self.novel if self.novel is not None and self.novel.applies(n, runs) else None
 

@@ -12,9 +12,8 @@ Accuracy against the pool (judge/floor.py accuracy_test) has a second part, the 
 one more restart with the pool's spread: it reaches level a once the loss exceeds the t
 quantile at a plus the normal quantile at 0.8 times the spread's scale. The detectable loss is
 the larger of the two parts'. With three runs of the setup the new answers' cost decides alone
-(judge/novel.py): the loss it catches is the shift its spread part catches, at the level its
-reading is held to (judge/novel.py reading_level), in answers (each lost answer adds 1 - h to
-the excess).
+(judge/novel.py): the loss it catches is the shift its spread part catches, in answers (each
+lost answer adds 1 - h to the excess).
 
 Counts (changed, truncated, empty answers): the candidate's count that the floor's two parts
 flag at level a (judge/floor.py: the exact part approximated as a binomial of the candidate's
@@ -184,7 +183,7 @@ def spread_loss(spread: Spread, level: float, power: float = POWER) -> float:
 def novel_loss(novel: NovelCost, level: float, power: float = POWER) -> float:
     """The answers lost that the new answers' cost catches with this power: each lost answer
     is one more new answer, costing 1 where a restart's cost the pool's rate."""
-    return spread_loss(novel.spread, novel.per_reading(level), power) * max(novel.answers, 1) / \
+    return spread_loss(novel.spread, level, power) * max(novel.answers, 1) / \
         novel.loss_per_point()
 
 

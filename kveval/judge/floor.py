@@ -23,8 +23,9 @@ Exchangeable sets: for an own count (wrong, truncated, empty) the candidate and 
 run; for changed answers the candidate and the noise runs, each against the baseline, while
 the spread part uses each run's own share of the pairwise changes (the additive model of a
 round-robin, c_ab = q_a + q_b, solved by least squares over the pool and the candidate). A
-candidate whose figure is no higher than a pool run's own is within the floor (p = 1): the
-setup itself did as much, so a copy of the baseline never fails.
+count no higher than a pool run's own, and wrong answers that are a pool run's item for item,
+are within the floor (p = 1): the setup itself did as much, so a copy of the baseline never
+fails.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class CountTest:
     def spread_threshold(self, level: float) -> float:
         """The count at which the spread part reaches this level."""
         if self.novel is not None:
-            return max(self.novel.threshold(self.candidate, level), max(self.figures) + 1)
+            return self.novel.threshold(self.candidate, level)
         if self.spread is None:
             return -math.inf
         bar = float(np.mean(self.figures_on_scale)) + (self.gap - prediction_bound(
@@ -237,19 +238,36 @@ def accuracy_test(wrong: np.ndarray, changed: float, harm: float,
     gap = x - float(np.mean(counts))
     strata = strata_of(candidate, pool)
     if novel is not None:
-        spread_p = 1.0 if x <= max(counts) else novel.p_value
+        spread_p = novel.p_value  # a copy of a pool run has no new answer: p = 1
         return CountTest(candidate.size, x, counts, p, spread_p, smallest, True,
                          tuple(map(float, counts)), pool.shape[0] + 1, novel.spread, "novel",
                          gap, *strata, novel=novel)
-    floor = max(_counting(wrong), 0.25)
-    prior = PRIORS["accuracy"]
-    run = prior.spread * changed * harm
-    spread = replace(moderated([float(c) for c in counts], floor + run ** 2, prior.df, floor),
-                     extra=own_excess(pool, candidate, floor))
-    spread_p = 1.0 if x <= max(counts) else prediction_p(gap, spread)
+    spread = count_spread(pool, candidate, changed * harm, max(_counting(wrong), 0.25))
+    spread_p = 1.0 if copies_a_run(pool, candidate) else prediction_p(gap, spread)
     return CountTest(candidate.size, x, counts, p, spread_p, smallest, spread.measured,
                      tuple(map(float, counts)), pool.shape[0] + 1, spread, "count", gap,
                      *strata)
+
+
+def count_spread(pool: np.ndarray, candidate: np.ndarray, moved: float, floor: float,
+                 ) -> Spread:
+    """The wrong count's spread: a restart moves it by PRIORS["accuracy"].spread of `moved`
+    (the answers a run changes, at their net cost). With the baseline alone the counting
+    variance `floor` (McNemar's) is known, Satterthwaite's df; else the pool's spread too."""
+    prior = PRIORS["accuracy"]
+    run = (prior.spread * moved) ** 2
+    counts = [float(c) for c in pool.sum(axis=1)]
+    if len(counts) == 1:
+        spread = beyond_counting(counts, run, prior.df, floor)
+        return replace(spread, extra=spread.extra + own_excess(pool, candidate, floor))
+    return replace(moderated(counts, floor + run, prior.df, floor),
+                   extra=own_excess(pool, candidate, floor))
+
+
+def copies_a_run(pool: np.ndarray, candidate: np.ndarray) -> bool:
+    """Whether the candidate's flags are some pool run's, item for item: the setup itself
+    did exactly this, so it is within the floor (a copy of the baseline never fails)."""
+    return bool((pool == candidate[None, :]).all(axis=1).any())
 
 
 def own_excess(pool: np.ndarray, candidate: np.ndarray, floor: float) -> float:

@@ -35,7 +35,7 @@ from kveval.judge.detect import (
 from kveval.judge.floor import CountTest, logit_share, logit_slope
 from kveval.judge.kl_power import Floor, item_sd, needed
 from kveval.judge.kl_test import KlTest
-from kveval.judge.novel_power import NovelReadings, of_pilot
+from kveval.judge.novel_power import NovelPilot, of_pilot
 from kveval.judge.pooled import scored_runs
 from kveval.judge.power import smallest_size
 from kveval.judge.spread import PRIORS, Spread, beyond_counting
@@ -74,7 +74,7 @@ class TaskPlan:
 
 def accuracy_plan(task: str, table: PairedTable, available: int | None, targets: Targets,
                   level: float, note: str = "", pooled: CountTest | None = None,
-                  noise_runs: int = 0, novel: NovelReadings | None = None) -> TaskPlan:
+                  noise_runs: int = 0, novel: NovelPilot | None = None) -> TaskPlan:
     """Items and noise runs for the accuracy check to catch a loss of `detect` points: the
     fewest noise runs with which some size reaches it, and the items it then needs; the best
     loss the data can show when it cannot supply them. `novel`: the pilot's restarts' new
@@ -218,7 +218,7 @@ def _unplanned(e: TaskEvidence, base: Side) -> list[TaskPlan]:
 
 
 def _restarts_new_answers(e: TaskEvidence, base: Side, pool: Sequence[Side], other: Side,
-                          ) -> NovelReadings | None:
+                          ) -> NovelPilot | None:
     """What the pilot's runs show of a restart's new answers, every one of them a restart
     (the candidate too: a pilot's candidate is another run of the setup)."""
     if e.accuracy is None or other is base:
@@ -229,7 +229,7 @@ def _restarts_new_answers(e: TaskEvidence, base: Side, pool: Sequence[Side], oth
 
 def _task_plans(e: TaskEvidence, noise_runs: int, targets: Targets, levels: Levels,
                 available: int | None, restart: bool = False,
-                novel: NovelReadings | None = None) -> list[TaskPlan]:
+                novel: NovelPilot | None = None) -> list[TaskPlan]:
     if e.skipped or e.missing:
         return []
     found = []

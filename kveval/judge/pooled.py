@@ -19,7 +19,7 @@ from kveval.judge.accuracy import METRICS
 from kveval.judge.answers import answer_codes, changed_per_run
 from kveval.judge.collapse import empty, truncated
 from kveval.judge.floor import CountTest, accuracy_test
-from kveval.judge.harm import departure_cost
+from kveval.judge.harm import bounded_cost, departure_cost
 from kveval.judge.novel import novel_cost
 from kveval.judge.sides import Side
 
@@ -37,7 +37,24 @@ def pooled_accuracy(task: str, base: Side, noises: Sequence[Side], cand: Side,
         return None
     codes, wrong, collapsed = found
     novel = novel_cost(codes, wrong, collapsed)
+    if codes.shape[0] == 2:
+        return accuracy_test(wrong, *mirrored(codes, wrong))
     return accuracy_test(wrong, changed_per_run(codes), cost_of(codes, wrong), novel)
+
+
+def mirrored(codes: np.ndarray, wrong: np.ndarray) -> tuple[float, float]:
+    """(the answers one run changes, a change's net cost) the pool test allows for with the
+    baseline alone, from the changes read symmetrically: the answers that changed without
+    changing their score, and twice the smaller of the candidate's lost and gained ones (as
+    McNemar's test reads the discordant pairs). Its losses beyond its gains are what is
+    tested, so they never enlarge its own allowance; a restart's changes, lost and gained
+    alike, still do."""
+    changed = codes[0] != codes[1]
+    lost = int((changed & ~wrong[0] & wrong[1]).sum())
+    gained = int((changed & wrong[0] & ~wrong[1]).sum())
+    kept = int((changed & (wrong[0] == wrong[1])).sum())
+    flips = 2 * min(lost, gained)
+    return (kept + flips) / 2, bounded_cost(flips, kept + flips)
 
 
 def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metric: str,

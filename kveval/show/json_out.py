@@ -128,8 +128,7 @@ def novel_json(t: CountTest) -> dict[str, Any] | None:
     n = t.novel
     if n is None:
         return None
-    return {"reading": n.kind, "readings": n.readings,
-            "readings_correlation": n.correlation if n.readings > 1 else None, "answers": n.answers,
+    return {"answers": n.answers, "losses": n.losses, "gains": n.gains,
             "net_cost": n.cost, "pool_answers": n.pool_answers,
             "pool_cost_per_answer": n.rate, "excess": n.excess}
 

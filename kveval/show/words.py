@@ -145,14 +145,10 @@ def novel_text(t: CountTest, candidate: str) -> str:
     if n is None:
         return ""
     each = n.cost / n.answers if n.answers else 0.0
-    what = ("answers no run of the setup gave" if n.kind == "new"
-            else "answers other than the setup's")
-    which = (f"the sharper of two readings, new answers and every changed one, its p "
-             f"adjusted for the two, correlated {n.correlation:.2f}" if n.readings > 1
-             else "the one reading the pool allows")
-    return (f"{candidate} gave {n.answers} {what}, which turned {n.cost:g} right answers "
-            f"wrong net ({each:.2f} each), where the setup's runs' {n.pool_answers} such "
-            f"answers turned {n.rate:.2f} each ({which}); ")
+    return (f"{candidate} gave {n.answers} answers no run of the setup gave on items they "
+            f"all answered alike ({n.losses} new losses, {n.gains} new gains), which turned "
+            f"{n.cost:g} right answers wrong net ({each:.2f} each), where the setup's runs' "
+            f"{n.pool_answers} such answers turned {n.rate:.2f} each; ")
 
 
 def worst_sentence(w: WorstCase, candidate: str, margin: float | None = None,
