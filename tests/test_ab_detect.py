@@ -31,13 +31,13 @@ def test_the_pilot_sizes_the_pool_before_the_candidate_runs(tmp_path: Path) -> N
     assert done.returncode in (0, 1), done.stderr
     sizing = json.loads(done.stdout)["sizing"]
     assert sizing["passes"] >= 2 and sizing["stopped"] == "planned"
-    assert sizing["noise_runs"] >= 1 and sizing["items"] is None  # no accuracy task: all
+    assert sizing["noise_runs"] >= 1 and sizing["items"] == 40  # no accuracy task: whole
     folder = tmp_path / "ab"
     for k in range(1, sizing["noise_runs"] + 1):
         assert (folder / f"noise{k}.jsonl").is_file()
     tasks = header(folder / "candidate.jsonl")["tasks"]
     assert tasks[0]["items"] == 40  # type: ignore[index]
-    assert "--detect: pass 2: the suite's own items" in done.stderr
+    assert "--detect: pass 2: 40 items a task" in done.stderr
     before = len(pids(tmp_path))
     again = detect(tmp_path)
     assert again.returncode == done.returncode, again.stderr
@@ -80,7 +80,8 @@ def test_the_size_grows_to_the_plan_and_never_shrinks() -> None:
     assert wanted(Found(task("accuracy", None, None, 1319)), pilot).items == 1319  # the most
     assert wanted(Found(task("accuracy", 9000, 40, 1319)), pilot).items == 1319
     assert wanted(Found(task("accuracy", 9000, 40, 1319)), pilot).noise_runs == MOST_NOISE_RUNS
-    assert wanted(Found(task("drift", 100, 2, 100)), pilot).items is None  # the suite's own
+    assert wanted(Found(task("drift", 100, 2, 400)), pilot).items == 400  # the whole file
+    assert wanted(Found(task("drift", 100, 2, None)), pilot).items is None  # size unknown
     assert wanted(Found(task("accuracy", 100, 1, 1319)), pilot, least=2).noise_runs == 2
     same = Size(400, 3)
     assert not grows(wanted(Found(task("accuracy", 300, 2, 1319)), same), same)

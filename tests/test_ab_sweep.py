@@ -161,3 +161,30 @@ def test_kill_9_side_by_side_leaves_no_server_and_the_rerun_resumes(tmp_path: Pa
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=environment())
     assert done.returncode == 0, done.stderr
     assert all(gone(pid) for pid in pids(tmp_path))
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--candidate", "q8/fast=--x"), "--candidate 'q8/fast': a candidate's name"),
+    (("--candidate", "=--x"), "--candidate '': a candidate's name"),
+    (("--candidate", "Q8=--a"), "candidate 'Q8' is given twice"),
+    (("--candidate", "q4=--y", "--candidate-env", "q5:A=1"), "no candidate 'q5'"),
+    (("--candidate", "q4=--y\0z"), "a NUL character cannot be passed"),
+])
+def test_a_candidate_name_or_value_that_cannot_be_is_one_line(
+        tmp_path: Path, args: tuple[str, ...], words: str) -> None:
+    if "\0" in "".join(args):
+        args = tuple(a.replace("\0", "") for a in args)  # argv cannot carry NUL: a sweep can
+        found = tmp_path / "nul.toml"
+        found.write_text('[q4]\nargs = ["--y\\u0000z"]\n')
+        args = ("--sweep", str(found))
+        words = "`args` is a string or a list of strings"
+    done = sweep(tmp_path, *args, "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert words in last_line(done.stderr) and "Traceback" not in done.stderr
+
+
+def test_a_secret_before_the_program_is_masked_in_every_form(tmp_path: Path) -> None:
+    secret = "ENVUSECRETccc333"
+    for prefix in (f"env -u NOTHING API_KEY={secret}", f"API_KEY={secret}"):
+        done = sweep(tmp_path, "--dry-run", serve_cmd=f"{prefix} {serve(tmp_path)}")
+        assert secret not in done.stdout + done.stderr, prefix

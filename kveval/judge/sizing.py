@@ -2,7 +2,8 @@
 
 The plan (judge/plan.py) says the items and restarts at which a loss of POINTS would show at
 80%. The pool grows to that, never shrinks; tasks with no accuracy plan (drift, divergence)
-run at the suite's own sizes once the pilot is read; a task no size shows is given the most
+run whole once the pilot is read (the most items their data has: a long-context grid, whose
+size no file tells, stays at the pilot's); a task no size shows is given the most
 items its data has; restarts stop at the plan's most (8). Only the baseline and its restarts
 choose the size, never a candidate's answers.
 """
@@ -47,10 +48,11 @@ def _items(task: Any, size: Size) -> int:
 
 def wanted(found: Any, size: Size, least: int = 1) -> Size:
     """The size the plan asks for (never smaller than this one, at least `least` restarts:
-    `--noise-runs`); tasks without an accuracy plan (drift, divergence) run at the suite's
-    own sizes once the pilot is read."""
+    `--noise-runs`); tasks without an accuracy plan (drift, divergence) run whole once the
+    pilot is read (the most items their data has; the suite's own sizes where unknown)."""
     accuracy = [t for t in found.tasks if t.kind == "accuracy"]
-    items = max([_items(t, size) for t in accuracy], default=None) if accuracy else None
+    items = max([_items(t, size) for t in accuracy], default=None) if accuracy else \
+        max([t.available for t in found.tasks if t.available], default=None)
     if items is not None and size.items is not None:
         items = max(items, size.items)
     runs = [t.noise_runs_needed for t in found.tasks if t.noise_runs_needed is not None]

@@ -49,18 +49,25 @@ def shown(name: str, value: str, salt: str, recorded: Iterable[str] = ()) -> str
     return value if is_setting(name, recorded) else fingerprint(value, salt)
 
 
+ENV_ARGUMENT = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
+
+
 def prefix_pairs(argv: Sequence[str]) -> list[tuple[int, str, str]]:
-    """The `K=V` words of an `env [-i] K=V ... PROGRAM` prefix: (position, name, value)."""
-    if not argv or argv[0].rsplit("/", 1)[-1] != "env":
-        return []
-    found = []
-    for at, word in enumerate(argv[1:], 1):
-        if word.startswith("-"):
+    """The `K=V` words before the program: an `env [OPTIONS] K=V ... PROGRAM` prefix (an
+    option's own argument skipped), or `K=V ... PROGRAM` as a shell would read it:
+    (position, name, value)."""
+    found: list[tuple[int, str, str]] = []
+    at = 1 if argv and argv[0].rsplit("/", 1)[-1] == "env" else 0
+    while at < len(argv):
+        word = argv[at]
+        if at and word.startswith("-") and argv[0].rsplit("/", 1)[-1] == "env":
+            at += 2 if word in ENV_ARGUMENT else 1
             continue
         name, sep, value = word.partition("=")
         if not sep or not ENV_NAME.fullmatch(name):
             break
         found.append((at, name, value))
+        at += 1
     return found
 
 

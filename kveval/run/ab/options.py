@@ -84,8 +84,8 @@ def secrets(argv: tuple[str, ...], env: Env, recorded: tuple[str, ...] = ()) -> 
 def named(value: str) -> tuple[str, str]:
     """`NAME=ARGS` -> (NAME, ARGS); a bare `ARGS` -> ("candidate", ARGS)."""
     name, sep, rest = value.partition("=")
-    if sep and NAME.fullmatch(name) and not value.startswith("-"):
-        return check_name(name, "--candidate"), rest
+    if sep and not value.startswith("-") and not any(c.isspace() for c in name):
+        return check_name(name, "--candidate"), rest  # a NAME=, valid or refused
     return CANDIDATE, value
 
 
@@ -96,6 +96,9 @@ def _env_of(pairs: tuple[str, ...], names: list[str]) -> dict[str, tuple[str, ..
         owner, sep, rest = pair.partition(":")
         if sep and owner in found and "=" not in owner:
             found[owner].append(rest)
+        elif sep and "=" not in owner and NAME.fullmatch(owner):
+            raise UsageError(f"--candidate-env {pair!r}: no candidate {owner!r} (candidates: "
+                             f"{', '.join(names)})")
         elif len(names) == 1:
             found[names[0]].append(pair)
         else:
@@ -114,7 +117,8 @@ def candidates(o: dict[str, Any]) -> list[Side]:
     if not names:
         raise UsageError("give the candidate: --candidate ARGS, --candidate NAME=ARGS "
                          "(repeatable) or --sweep FILE.toml")
-    twice = sorted({n for n in names if names.count(n) > 1})
+    folded = [n.lower() for n in names]  # file names: case apart on no filesystem
+    twice = sorted({n for n in names if folded.count(n.lower()) > 1})
     if twice:
         raise UsageError(f"candidate {twice[0]!r} is given twice: each needs its own name "
                          "(--candidate NAME=ARGS)")

@@ -25,7 +25,8 @@ from typing import Any
 
 from kveval.errors import EXIT_OK, KvevalError, ServerError
 from kveval.run.ab.options import AbOptions
-from kveval.run.ab.plan import Start
+from kveval.run.ab.plan import BASELINE, Start
+from kveval.run.ab.progress import done
 
 POLL_S = 0.5
 JOIN_S = 60.0  # a child stopping its server on SIGTERM: at most its --stop-grace and this
@@ -43,16 +44,21 @@ class Outcome:
 class Reference:
     """A forced run's wait: the baseline's free run finished and forcing decided on file."""
 
-    def __init__(self, opts: AbOptions, forcing: Any, start: Start) -> None:
+    def __init__(self, opts: AbOptions, forcing: Any, start: Start, baseline_ended: Any) -> None:
         self.opts, self.forcing, self.start = opts, forcing, start
+        self.baseline_ended = baseline_ended  # an Event the parent sets
 
     def __call__(self) -> None:
-        from kveval.run.ab.plan import BASELINE, Folder
-        from kveval.run.ab.progress import done
+        from kveval.run.ab.plan import Folder
 
         baseline = Folder(self.opts.output).run(BASELINE)
-        while not (done(baseline, self.opts.limit) and self._decided()):
+        while not (self._settled(baseline) and self._decided()):
             time.sleep(POLL_S)
+
+    def _settled(self, baseline: Any) -> bool:
+        """The baseline's run is done, or its start ended with what it holds (failed items:
+        the forced runs force what is on file, as they do one after another)."""
+        return done(baseline, self.opts.limit) or self.baseline_ended.is_set()
 
     def _decided(self) -> bool:
         self.forcing.reload()
@@ -60,7 +66,7 @@ class Reference:
 
 
 def child(opts: AbOptions, start: Start, slot: int, api_key: str | None,
-          secrets: tuple[str, ...], pipe: Connection) -> None:
+          secrets: tuple[str, ...], pipe: Connection, baseline_ended: Any) -> None:
     """One start, in a child process; its outcome goes back through `pipe`."""
     from kveval.masking import register
     from kveval.run.ab.forcing import Forcing
@@ -69,17 +75,18 @@ def child(opts: AbOptions, start: Start, slot: int, api_key: str | None,
     from kveval.run.ab.steps import Context, run_start
     from kveval.run.interrupt import signals_as_interrupt
     from kveval.run.watchdog import die_with_parent
+    from kveval.sink import installed
 
     die_with_parent()  # kveval killed outright: this child too, so its server's watchdog ends it
     register(secrets)
     folder = Folder(opts.output)
-    with signals_as_interrupt():
+    with installed(), signals_as_interrupt():  # the one door out, as in kveval's own process
         try:
             state = read_state(folder.state)
             assert state is not None  # the parent wrote it before any child started
             forcing = Forcing(opts, state, api_key)
             ctx = Context(opts, folder, api_key, forcing, forcing.stop, slot,
-                          Reference(opts, forcing, start))
+                          Reference(opts, forcing, start, baseline_ended))
             pipe.send(Outcome(run_start(ctx, start, forcing.state.forcing)))
         except KvevalError as exc:
             pipe.send(Outcome(2, str(exc), exc.exit_code))
@@ -95,12 +102,13 @@ class Running:
     pipe: Connection
 
 
-def launch(opts: AbOptions, start: Start, slot: int, api_key: str | None) -> Running:
+def launch(opts: AbOptions, start: Start, slot: int, api_key: str | None,
+           baseline_ended: Any) -> Running:
     from kveval.masking import registered
 
     here, there = multiprocessing.get_context("spawn").Pipe(duplex=False)
     process = multiprocessing.get_context("spawn").Process(
-        target=child, args=(opts, start, slot, api_key, registered(), there),
+        target=child, args=(opts, start, slot, api_key, registered(), there, baseline_ended),
         name=f"kveval-ab-{start.label}", daemon=True)
     process.start()
     there.close()
@@ -152,13 +160,16 @@ def run_side_by_side(opts: AbOptions, starts: Sequence[Start], api_key: str | No
     """Every start, up to `opts.parallel` at once; the worst run's exit code."""
     waiting, free, code = list(starts), list(range(opts.parallel)), EXIT_OK
     jobs: list[Running] = []
+    ended = multiprocessing.get_context("spawn").Event()
     try:
         while waiting or jobs:
             while waiting and free:
-                jobs.append(launch(opts, waiting.pop(0), free.pop(0), api_key))
+                jobs.append(launch(opts, waiting.pop(0), free.pop(0), api_key, ended))
             for job, result in finished(jobs):
                 if result.error is not None:
                     raise_failed(result)
+                if job.start.label == BASELINE:
+                    ended.set()
                 free.append(job.slot)
                 code = max(code, result.code)
             time.sleep(POLL_S if jobs else 0)

@@ -25,6 +25,8 @@ class Side:
 
 
 def split(text: str, flag: str) -> tuple[str, ...]:
+    if "\0" in text:
+        raise UsageError(f"{flag}: a NUL character cannot be passed to a program")
     try:
         return tuple(shlex.split(text))
     except ValueError as exc:
@@ -35,7 +37,7 @@ def parse_env(pairs: tuple[str, ...], flag: str) -> Env:
     found: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not ENV_NAME.fullmatch(key):
+        if not sep or not ENV_NAME.fullmatch(key) or "\0" in value:
             raise UsageError(f"{flag} {pair!r}: expected NAME=VALUE, e.g. {flag} "
                              "VLLM_ATTENTION_BACKEND=FLASHINFER")
         found[key] = value

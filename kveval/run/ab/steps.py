@@ -47,7 +47,7 @@ from kveval.run.ab.state import recorded_command, recorded_env, setup_of
 from kveval.safe import one_line
 
 ENDPOINT = "http://127.0.0.1:{port}/v1"
-WARM = ("openai", "aiohttp", "tqdm", "kveval.run.client", "kveval.run.data",
+WARM = ("aiohttp", "tqdm", "kveval.run.client", "kveval.run.data",
         "kveval.run.preflight", "kveval.run.runner", "kveval.run.summary")
 STARTUP_LOG = 8 << 20  # bytes of a start's output searched for the KV pool
 

@@ -35,6 +35,8 @@ def _load(path: str) -> dict[str, Any]:
         raise UsageError(f"--sweep {path}: cannot read ({exc.strerror or exc})") from None
     try:
         return tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise UsageError(f"--sweep {path}: nested too deeply to be a sweep") from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"--sweep {path}: not a TOML file ({exc})") from None
 
@@ -42,14 +44,14 @@ def _load(path: str) -> dict[str, Any]:
 def _args(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return split(value, where)
-    if isinstance(value, list) and all(isinstance(word, str) for word in value):
+    if isinstance(value, list) and all(isinstance(w, str) and "\0" not in w for w in value):
         return tuple(value)
     raise UsageError(f"{where}: `args` is a string or a list of strings")
 
 
 def _env(value: Any, where: str) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, dict) or not all(
-            isinstance(k, str) and ENV_NAME.fullmatch(k) and isinstance(v, str)
+            isinstance(k, str) and ENV_NAME.fullmatch(k) and isinstance(v, str) and "\0" not in v
             for k, v in value.items()):
         raise UsageError(f"{where}: `env` is a table of NAME = \"value\" strings")
     return tuple(value.items())
