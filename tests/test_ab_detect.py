@@ -80,8 +80,8 @@ def test_the_size_grows_to_the_plan_and_never_shrinks() -> None:
     assert wanted(Found(task("accuracy", None, None, 1319)), pilot).items == 1319  # the most
     assert wanted(Found(task("accuracy", 9000, 40, 1319)), pilot).items == 1319
     assert wanted(Found(task("accuracy", 9000, 40, 1319)), pilot).noise_runs == MOST_NOISE_RUNS
-    assert wanted(Found(task("drift", 100, 2, 400)), pilot).items == 400  # the whole file
-    assert wanted(Found(task("drift", 100, 2, None)), pilot).items is None  # size unknown
+    assert wanted(Found(task("drift", 100, 2, 100)), pilot, 1, {"t": 400}).items == 400
+    assert wanted(Found(task("drift", 100, 2, 100)), pilot, 1, {"t": None}).items is None
     assert wanted(Found(task("accuracy", 100, 1, 1319)), pilot, least=2).noise_runs == 2
     same = Size(400, 3)
     assert not grows(wanted(Found(task("accuracy", 300, 2, 1319)), same), same)

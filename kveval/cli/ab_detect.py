@@ -54,16 +54,19 @@ def over_budget(sizing: Sizing, folder: Folder, cost: int, candidates: int) -> s
     return ""
 
 
-def plan_now(opts: AbOptions, size: Size) -> Any:
-    from kveval.cli.plan import pilot_plan
+def plan_now(opts: AbOptions, size: Size) -> tuple[Any, dict[str, int | None]]:
+    """The plan of the pool's runs, and each task's data size (its items at most)."""
+    from kveval.cli import reading
+    from kveval.cli.plan import available, pilot_plan
     from kveval.judge.plan import Targets
 
     folder = Folder(opts.output)
     labels = pool_labels(size.noise_runs)
     assert opts.sizing is not None
-    found, _ = pilot_plan(str(folder.run(labels[0])), [str(folder.run(n)) for n in labels[1:]],
-                          None, Targets(detect=opts.sizing.detect))
-    return found
+    base = str(folder.run(labels[0]))
+    found, _ = pilot_plan(base, [str(folder.run(n)) for n in labels[1:]], None,
+                          Targets(detect=opts.sizing.detect))
+    return found, available(reading.load_run(base))
 
 
 def grow(opts: AbOptions, size: Size, run_pass: Any, record: Any) -> tuple[Size, int]:
@@ -73,7 +76,8 @@ def grow(opts: AbOptions, size: Size, run_pass: Any, record: Any) -> tuple[Size,
     while True:
         code = max(code, run_pass(replace(opts, noise_runs=size.noise_runs, limit=size.items,
                                           candidates=())))
-        nxt = wanted(plan_now(opts, size), size, opts.noise_runs)
+        found, data = plan_now(opts, size)
+        nxt = wanted(found, size, opts.noise_runs, data)
         if not grows(nxt, size):
             size = replace(size, stopped="planned")
             break

@@ -46,13 +46,14 @@ def _items(task: Any, size: Size) -> int:
     return min(task.items_needed, most) if most is not None else task.items_needed
 
 
-def wanted(found: Any, size: Size, least: int = 1) -> Size:
+def wanted(found: Any, size: Size, least: int = 1,
+           data: dict[str, int | None] | None = None) -> Size:
     """The size the plan asks for (never smaller than this one, at least `least` restarts:
     `--noise-runs`); tasks without an accuracy plan (drift, divergence) run whole once the
-    pilot is read (the most items their data has; the suite's own sizes where unknown)."""
+    pilot is read (`data`: each task's items at most; the suite's own sizes where unknown)."""
     accuracy = [t for t in found.tasks if t.kind == "accuracy"]
     items = max([_items(t, size) for t in accuracy], default=None) if accuracy else \
-        max([t.available for t in found.tasks if t.available], default=None)
+        max([n for n in (data or {}).values() if n], default=None)
     if items is not None and size.items is not None:
         items = max(items, size.items)
     runs = [t.noise_runs_needed for t in found.tasks if t.noise_runs_needed is not None]
