@@ -56,4 +56,4 @@ def install() -> None:
     """Answer llama-cpp-python's top-K sort with `top_pairs` (its module's `sorted` only)."""
     import llama_cpp.llama
 
-    llama_cpp.llama.sorted = _sorted  # type: ignore[attr-defined]
+    llama_cpp.llama.sorted = _sorted  # type: ignore[attr-defined, unused-ignore]
