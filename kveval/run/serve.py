@@ -35,6 +35,7 @@ from kveval.errors import RunFileError, ServerError, UsageError
 from kveval.run import leftover
 from kveval.run.launch import free_port, open_log, port_free, spawn
 from kveval.run.relay import TAIL_BYTES, copy_output
+from kveval.run.watchdog import members
 from kveval.safe import one_line
 
 PORT = "{port}"
@@ -194,16 +195,6 @@ def wait_ready(server: Server, timeout: float, api_key: str | None = None) -> fl
     return time.monotonic() - server.started
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _signal(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -214,7 +205,7 @@ def _wait_gone(server: Server, until: float) -> bool:
     while True:
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.process.wait(timeout=POLL_S)
-        if server.exited() is not None and not _group_alive(server.process.pid):
+        if server.exited() is not None and not members(server.process.pid):
             return True
         if time.monotonic() > until:
             return False
@@ -242,7 +233,7 @@ def stop(server: Server, grace: float = GRACE_S) -> None:
         if server.process.poll() is None:  # not even SIGKILL reaped it: wait for it
             server.process.wait()
     finally:
-        if server.process.poll() is not None and not _group_alive(server.process.pid):
+        if server.process.poll() is not None and not members(server.process.pid):
             server.release()
     server.settle()
     until = time.monotonic() + GONE_S

@@ -55,7 +55,7 @@ def ended(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2:].split()[:1] in ([b"Z"], [b"X"])
 
 
-def _members(pgid: int) -> bool:
+def members(pgid: int) -> bool:
     """Some process is in the group."""
     try:
         os.killpg(pgid, 0)
@@ -70,7 +70,7 @@ def ours(pgid: int, started: int | None) -> bool:
     """The group is still the one whose leader started at `started`: the leader alive with
     that start time, or gone with members left (a group's id is not reused while it has
     members); never a process that took the number since."""
-    if started is None or not _members(pgid):
+    if started is None or not members(pgid):
         return False
     now = start_ticks(pgid)
     return now == started or (now is None and not os.path.exists(f"/proc/{pgid}"))
