@@ -66,6 +66,8 @@ class HostileServer(LocalServer):
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+
+            disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart
             protocol_version = "HTTP/1.1"
 
             def log_message(self, *args: Any) -> None:

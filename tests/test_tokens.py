@@ -6,7 +6,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from kveval.adapters.base import BuildContext, TaskSpec
 from kveval.errors import EndpointError
 from kveval.run.calibration import Calibrated, LinearModel, features, fit_linear, linear_counter
 from kveval.run.tokens import make_token_counter
+from tests.local_server import QuietServer
 
 # The fake model's tokenizer: special tags, letter runs, digits in groups of up to three
 # (as Llama 3 splits numbers), and each other symbol alone.
@@ -50,7 +51,7 @@ class FakeTokenizerServer:
         self.api_key = api_key
         self.paths: list[str] = []
         self.headers: list[str | None] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = QuietServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
@@ -93,6 +94,8 @@ class FakeTokenizerServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+
+            disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart
             def log_message(self, *args: Any) -> None:
                 pass
 
