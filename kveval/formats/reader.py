@@ -51,9 +51,8 @@ class _Judged(ItemRecord, frozen=True, gc=False):
 # The request of every record read for judging: never read, never changed (records are frozen)
 NOT_READ: dict[str, Any] = {}
 # Fields the runs judged together often hold alike for an item: kept once (Shared.lean)
-ALIKE = ("prompt_sha256", "output", "extracted", "reference", "meta", "reasoning", "logprobs")
-# Short strings that repeat from item to item within a run
-REPEATED = ("finish_reason", "extracted", "reference")
+ALIKE = ("prompt_sha256", "output", "finish_reason", "extracted", "reference", "meta",
+         "reasoning", "logprobs")
 _set = msgspec.structs.force_setattr
 
 
@@ -74,42 +73,52 @@ class Shared:
 
     The same items answered by a baseline, a candidate and noise runs share their ids,
     prompts' hashes and metadata, and most of their answers: a record read after the first
-    one of its (task, item_id) refers to the first one's values wherever they are equal. In
-    bench/read_runs.py a 100,000-item candidate read after the baseline costs 42 MB and a
-    noise run 23 MB, against the baseline's 98 MB. Values are only ever replaced by equal
-    ones, so nothing a verdict reads changes.
+    one of its (task, item_id) that equals it in every field judging reads is the first one
+    (records are frozen), and one that differs refers to the first one's values wherever
+    they are equal. Values are only ever replaced by equal ones, so nothing a verdict reads
+    changes.
     """
 
     def __init__(self) -> None:
         self.first: dict[tuple[str, str], ItemRecord] = {}
         self.strings: dict[str, str] = {}
 
-    def lean(self, record: ItemRecord) -> tuple[str, str]:
-        """Drop what judging never reads and share what is alike; the record's key."""
+    def lean(self, record: ItemRecord) -> ItemRecord:
+        """The record without what judging never reads, sharing what is alike."""
         _set(record, "request", NOT_READ)
         _set(record, "usage", None)
         _set(record, "latency_s", None)
         key = (record.task, record.item_id)
         first = self.first.get(key)
         if first is None:
-            self._intern(record)
             self.first[key] = record
-            return key
-        key = first.key
-        _set(record, "task", key[0])
-        _set(record, "item_id", key[1])
-        for name in ALIKE:
-            mine, theirs = getattr(record, name), getattr(first, name)
-            if mine is not theirs and mine == theirs:
-                _set(record, name, theirs)
-        return key
+            self._intern(record)
+        elif record == first:
+            return first
+        else:
+            _share(record, first)
+        return record
 
     def _intern(self, record: ItemRecord) -> None:
-        for name in REPEATED:
-            value = getattr(record, name)
-            if value is not None:
-                _set(record, name, self.strings.setdefault(value, value))
-        _set(record, "task", self.strings.setdefault(record.task, record.task))
+        strings = self.strings
+        _set(record, "task", strings.setdefault(record.task, record.task))
+        if record.finish_reason is not None:
+            _set(record, "finish_reason", strings.setdefault(record.finish_reason,
+                                                             record.finish_reason))
+        if record.extracted is not None:
+            _set(record, "extracted", strings.setdefault(record.extracted, record.extracted))
+        if record.reference is not None:
+            _set(record, "reference", strings.setdefault(record.reference, record.reference))
+
+
+def _share(record: ItemRecord, first: ItemRecord) -> None:
+    """`record` refers to `first`'s values wherever they are equal."""
+    _set(record, "task", first.task)
+    _set(record, "item_id", first.item_id)
+    for name in ALIKE:
+        mine, theirs = getattr(record, name), getattr(first, name)
+        if mine is not theirs and mine == theirs:
+            _set(record, name, theirs)
 
 
 @contextlib.contextmanager
@@ -145,27 +154,28 @@ def parse_header(line: bytes, path: Path) -> RunHeader:
     return header
 
 
-def _checked(record: ItemRecord, line: bytes, path: Path, number: int,
-             lean: bool) -> ItemRecord:
-    """The record, once what its types cannot say holds (formats/checks.py) and its free
-    JSON nests at most MAX_DEPTH deep."""
+def _check(record: ItemRecord, line: bytes, path: Path, number: int, lean: bool) -> None:
+    """What its types cannot say holds (formats/checks.py) and its free JSON nests at most
+    MAX_DEPTH deep; else RunFileError."""
     problem = record_problem(record.meta, record.logprobs)
-    problem = problem or _depth_problem(record, line, lean)
+    if problem is None and (record.meta if lean else _bracketed(line)):
+        problem = _depth_problem(record, lean)
     if problem is not None:
         raise RunFileError(f"{path}:{number}: {one_line(problem)}")
-    return record
 
 
-def _depth_problem(record: ItemRecord, line: bytes, lean: bool) -> str | None:
-    """Judging keeps only `meta` of the free JSON: its containers are walked (most hold
-    none). A full reading (resume, teacher forcing) keeps request and usage too: a line
-    with fewer brackets than MAX_DEPTH cannot nest deeper, so the walk is skipped."""
+def _bracketed(line: bytes) -> bool:
+    """Whether the line could nest deeper than MAX_DEPTH: one with fewer brackets cannot."""
+    return line.count(b"[") + line.count(b"{") > limits.MAX_DEPTH
+
+
+def _depth_problem(record: ItemRecord, lean: bool) -> str | None:
+    """The free JSON a reading keeps, walked: judging keeps only `meta` (its containers:
+    most hold none); a full reading (resume, teacher forcing) keeps request and usage too."""
     if lean:
         for key, value in record.meta.items():
             if isinstance(value, (dict, list)) and limits.too_deep(value):
                 return f"meta.{key}: {limits.DEPTH_MESSAGE}"
-        return None
-    if line.count(b"[") + line.count(b"{") <= limits.MAX_DEPTH:
         return None
     free = {"meta": record.meta, "request": record.request, "usage": record.usage}
     deep = next((name for name, value in free.items() if limits.too_deep(value)), None)
@@ -192,19 +202,23 @@ def parse_items(fh: IO[bytes], path: Path,
     mid-write: no newline and no JSON). Identical repeats of a record are kept once. With
     `shared` (judging), records are read lean and share what is alike with other runs."""
     decode = msgspec.json.Decoder(_Judged if shared else ItemRecord).decode
+    lean = shared.lean if shared else None
     kept: dict[tuple[str, str], ItemRecord] = {}
     for number, line in limits.lines(fh, path, first=2):
-        if not line.strip():
-            continue
         try:
-            record = _checked(decode(line), line, path, number, shared is not None)
+            record = decode(line)
         except msgspec.DecodeError as exc:
+            if not line.strip():
+                continue
             if not line.endswith(b"\n") and not isinstance(exc, msgspec.ValidationError):
                 return list(kept.values()), True
             raise _bad_line(path, number, exc) from None
         except RecursionError:
             raise RunFileError(f"{path}:{number}: {limits.DEPTH_MESSAGE}") from None
-        old = kept.setdefault(shared.lean(record) if shared else record.key, record)
+        _check(record, line, path, number, lean is not None)
+        if lean is not None:
+            record = lean(record)
+        old = kept.setdefault((record.task, record.item_id), record)
         if old is not record and old != record:
             raise _duplicate(path, number, record)
     return list(kept.values()), False

@@ -9,11 +9,17 @@ of the first file's answer and scores two empty answers 0."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from operator import attrgetter
+
+import msgspec
 
 from kveval.errors import IncomparableError
 from kveval.formats.records import ItemRecord
 from kveval.judge.sides import Side
+
+KEY = attrgetter("task", "item_id")  # a record's key, made in C
+_TASK = attrgetter("base.task")
 
 
 def shared_prefix_length(a: str, b: str) -> int:
@@ -38,20 +44,24 @@ def prefix_ratio(a: str, b: str) -> float:
     return shared_prefix_length(a, b) / longest if longest else 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class Pair:
+class Pair(msgspec.Struct, frozen=True, gc=False):
     """The same item answered in the baseline and in another run; how far the answers
-    agree is worked out once, when the pair is made."""
+    agree is worked out once, when the pair is made (`Pair.of`). A msgspec Struct: built in
+    C, and without the collector's bookkeeping (it refers to records only)."""
 
     base: ItemRecord
     other: ItemRecord
-    identical: bool = field(init=False)
-    shared: int = field(init=False)  # characters the two answer texts share from the start
+    identical: bool
+    shared: int  # characters the two answer texts share from the start
 
-    def __post_init__(self) -> None:
-        a, b = self.base.output, self.other.output
-        object.__setattr__(self, "identical", a is not None and b is not None and a == b)
-        object.__setattr__(self, "shared", shared_prefix_length(a or "", b or ""))
+    @classmethod
+    def of(cls, base: ItemRecord, other: ItemRecord) -> Pair:
+        a, b = base.output, other.output
+        if a is None or b is None:
+            return cls(base, other, False, shared_prefix_length(a or "", b or ""))
+        if a == b:
+            return cls(base, other, True, len(a))
+        return cls(base, other, False, shared_prefix_length(a, b))
 
     @property
     def key(self) -> tuple[str, str]:
@@ -96,8 +106,8 @@ class Pairing:
 
 def pair_sides(base: Side, other: Side) -> Pairing:
     """Pair by (task, item_id); a pair whose prompts differ makes the runs incomparable."""
-    others = {item.key: item for item in other.items}
-    found = ((item, others.get(item.key)) for item in base.items)
+    others = dict(zip(map(KEY, other.items), other.items, strict=True))
+    found = zip(base.items, map(others.get, map(KEY, base.items)), strict=True)
     both = [(a, b) for a, b in found if b is not None]
     mismatched = [a.key for a, b in both if a.prompt_sha256 != b.prompt_sha256]
     if mismatched:
@@ -106,7 +116,7 @@ def pair_sides(base: Side, other: Side) -> Pairing:
             f"{len(mismatched)} paired item(s) have different prompts in {base.path} and "
             f"{other.path} (prompt_sha256 differs), e.g. {task} {item_id}"
         )
-    pairs = tuple(Pair(a, b) for a, b in both if a.ok and b.ok)
+    pairs = tuple(Pair.of(a, b) for a, b in both if a.status == "ok" and b.status == "ok")
     return Pairing(
         pairs=pairs,
         only_base=len(base.items) - len(both),
@@ -123,7 +133,11 @@ def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
 
 
 def by_task(pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
+    pairs = list(pairs)
+    tasks = list(map(_TASK, pairs))
+    if len(set(tasks)) == 1:  # most runs: one task
+        return {tasks[0]: pairs}
     grouped: dict[str, list[Pair]] = {}
-    for pair in pairs:
-        grouped.setdefault(pair.base.task, []).append(pair)
+    for task, pair in zip(tasks, pairs, strict=True):
+        grouped.setdefault(task, []).append(pair)
     return grouped
