@@ -50,6 +50,10 @@ class _Judged(ItemRecord, frozen=True, gc=False):
 
 # The request of every record read for judging: never read, never changed (records are frozen)
 NOT_READ: dict[str, Any] = {}
+# What an adapter keeps in `meta` for itself and no verdict reads: left out when judging
+# (GSM8K's item index and strict extraction), and a `meta` left empty is NO_META
+UNJUDGED_META = frozenset({"index", "extracted_strict"})
+NO_META: dict[str, Any] = {}
 # Fields the runs judged together often hold alike for an item: kept once (Shared.lean)
 ALIKE = ("prompt_sha256", "output", "finish_reason", "extracted", "reference", "meta",
          "reasoning", "logprobs")
@@ -80,7 +84,7 @@ class Shared:
     """
 
     def __init__(self) -> None:
-        self.first: dict[tuple[str, str], ItemRecord] = {}
+        self.first: dict[str, dict[str, ItemRecord]] = {}  # task -> item_id -> record
         self.strings: dict[str, str] = {}
 
     def lean(self, record: ItemRecord) -> ItemRecord:
@@ -88,10 +92,14 @@ class Shared:
         _set(record, "request", NOT_READ)
         _set(record, "usage", None)
         _set(record, "latency_s", None)
-        key = (record.task, record.item_id)
-        first = self.first.get(key)
+        if record.meta and not UNJUDGED_META.isdisjoint(record.meta):
+            _set(record, "meta", _judged_meta(record.meta))
+        firsts = self.first.get(record.task)
+        if firsts is None:
+            firsts = self.first[record.task] = {}
+        first = firsts.get(record.item_id)
         if first is None:
-            self.first[key] = record
+            firsts[record.item_id] = record
             self._intern(record)
         elif record == first:
             return first
@@ -109,6 +117,12 @@ class Shared:
             _set(record, "extracted", strings.setdefault(record.extracted, record.extracted))
         if record.reference is not None:
             _set(record, "reference", strings.setdefault(record.reference, record.reference))
+
+
+def _judged_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    if meta.keys() <= UNJUDGED_META:
+        return NO_META
+    return {key: value for key, value in meta.items() if key not in UNJUDGED_META}
 
 
 def _share(record: ItemRecord, first: ItemRecord) -> None:
@@ -196,6 +210,26 @@ def _duplicate(path: Path, number: int, record: ItemRecord) -> RunFileError:
                         "content; a run file holds one record per item")
 
 
+class _Kept:
+    """A file's records in the order first read, each (task, item_id) once: an identical
+    repeat is dropped, a differing one refused."""
+
+    def __init__(self) -> None:
+        self.items: list[ItemRecord] = []
+        self.ids: dict[str, dict[str, ItemRecord]] = {}  # task -> item_id -> record
+
+    def add(self, record: ItemRecord, path: Path, number: int) -> None:
+        ids = self.ids.get(record.task)
+        if ids is None:
+            ids = self.ids[record.task] = {}
+        old = ids.get(record.item_id)
+        if old is None:
+            ids[record.item_id] = record
+            self.items.append(record)
+        elif old != record:
+            raise _duplicate(path, number, record)
+
+
 def parse_items(fh: IO[bytes], path: Path,
                 shared: Shared | None) -> tuple[list[ItemRecord], bool]:
     """The item lines after the header, and whether the last one was cut short (a crash
@@ -203,7 +237,7 @@ def parse_items(fh: IO[bytes], path: Path,
     `shared` (judging), records are read lean and share what is alike with other runs."""
     decode = msgspec.json.Decoder(_Judged if shared else ItemRecord).decode
     lean = shared.lean if shared else None
-    kept: dict[tuple[str, str], ItemRecord] = {}
+    kept = _Kept()
     for number, line in limits.lines(fh, path, first=2):
         try:
             record = decode(line)
@@ -211,17 +245,13 @@ def parse_items(fh: IO[bytes], path: Path,
             if not line.strip():
                 continue
             if not line.endswith(b"\n") and not isinstance(exc, msgspec.ValidationError):
-                return list(kept.values()), True
+                return kept.items, True
             raise _bad_line(path, number, exc) from None
         except RecursionError:
             raise RunFileError(f"{path}:{number}: {limits.DEPTH_MESSAGE}") from None
         _check(record, line, path, number, lean is not None)
-        if lean is not None:
-            record = lean(record)
-        old = kept.setdefault((record.task, record.item_id), record)
-        if old is not record and old != record:
-            raise _duplicate(path, number, record)
-    return list(kept.values()), False
+        kept.add(record if lean is None else lean(record), path, number)
+    return kept.items, False
 
 
 def read_run_file(path: Path, shared: Shared | None = None) -> Run:

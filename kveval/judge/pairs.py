@@ -19,7 +19,7 @@ from kveval.formats.records import ItemRecord
 from kveval.judge.sides import Side
 
 KEY = attrgetter("task", "item_id")  # a record's key, made in C
-_TASK = attrgetter("base.task")
+_TASK, _ID, _BASE_TASK = attrgetter("task"), attrgetter("item_id"), attrgetter("base.task")
 
 
 def shared_prefix_length(a: str, b: str) -> int:
@@ -104,25 +104,31 @@ class Pairing:
     with_errors: int  # items in both runs, left out because at least one is an error
 
 
+def matched(base: Sequence[ItemRecord], other: Sequence[ItemRecord],
+            ) -> tuple[list[ItemRecord | None], int]:
+    """The other run's record of each of the baseline's (task, item_id), None where it has
+    none, and how many items it holds; keyed by item_id alone where both hold one task."""
+    key = _ID if len(set(map(_TASK, base)) | set(map(_TASK, other))) == 1 else KEY
+    others = dict(zip(map(key, other), other, strict=True))
+    return list(map(others.get, map(key, base))), len(others)
+
+
 def pair_sides(base: Side, other: Side) -> Pairing:
     """Pair by (task, item_id); a pair whose prompts differ makes the runs incomparable."""
-    others = dict(zip(map(KEY, other.items), other.items, strict=True))
-    found = zip(base.items, map(others.get, map(KEY, base.items)), strict=True)
-    both = [(a, b) for a, b in found if b is not None]
-    mismatched = [a.key for a, b in both if a.prompt_sha256 != b.prompt_sha256]
+    theirs, held = matched(base.items, other.items)
+    mismatched = [a.key for a, b in zip(base.items, theirs, strict=True)
+                  if b is not None and a.prompt_sha256 != b.prompt_sha256]
     if mismatched:
         task, item_id = mismatched[0]
         raise IncomparableError(
             f"{len(mismatched)} paired item(s) have different prompts in {base.path} and "
             f"{other.path} (prompt_sha256 differs), e.g. {task} {item_id}"
         )
-    pairs = tuple(Pair.of(a, b) for a, b in both if a.status == "ok" and b.status == "ok")
-    return Pairing(
-        pairs=pairs,
-        only_base=len(base.items) - len(both),
-        only_other=len(others) - len(both),
-        with_errors=len(both) - len(pairs),
-    )
+    pairs = tuple(Pair.of(a, b) for a, b in zip(base.items, theirs, strict=True)
+                  if b is not None and a.status == "ok" and b.status == "ok")
+    both = len(theirs) - theirs.count(None)
+    return Pairing(pairs=pairs, only_base=len(base.items) - both, only_other=held - both,
+                   with_errors=both - len(pairs))
 
 
 def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
@@ -134,7 +140,7 @@ def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
 
 def by_task(pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
     pairs = list(pairs)
-    tasks = list(map(_TASK, pairs))
+    tasks = list(map(_BASE_TASK, pairs))
     if len(set(tasks)) == 1:  # most runs: one task
         return {tasks[0]: pairs}
     grouped: dict[str, list[Pair]] = {}

@@ -17,16 +17,16 @@ import numpy as np
 from kveval.formats.records import ItemRecord
 from kveval.judge.accuracy import METRICS
 from kveval.judge.answers import answer_codes, changed_per_run
-from kveval.judge.collapse import empty, truncated
 from kveval.judge.floor import CountTest, accuracy_test
 from kveval.judge.harm import bounded_cost, departure_cost
 from kveval.judge.novel import novel_cost
 from kveval.judge.sides import Side
 
 
-def _scores(side: Side, task: str, field: str) -> dict[tuple[str, str], ItemRecord]:
-    return {i.key: i for i in side.items
-            if i.task == task and i.ok and getattr(i, field) is not None}
+def _scores(side: Side, task: str, field: str) -> dict[str, ItemRecord]:
+    """The task's scored records by item_id."""
+    return {i.item_id: i for i in side.items
+            if i.task == task and i.status == "ok" and getattr(i, field) is not None}
 
 
 def pooled_accuracy(task: str, base: Side, noises: Sequence[Side], cand: Side,
@@ -67,15 +67,15 @@ def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metri
     keys = [k for k in pool[0] if all(k in p for p in pool[1:])]
     if not keys:
         return None
-    theirs = {i.key: i for i in cand.items if i.task == task}
-    rows = [[not getattr(p[k], field) for k in keys] for p in pool]
-    rows.append([_wrong(theirs.get(k), field) for k in keys])
-    answers = [[p[k].output for k in keys] for p in pool]
-    answers.append([_output(theirs.get(k)) for k in keys])
-    collapsed = [[collapsed_item(p[k]) for k in keys] for p in pool]
-    collapsed.append([collapsed_item(theirs.get(k)) for k in keys])
+    theirs = {i.item_id: i for i in cand.items if i.task == task}
+    runs: list[list[ItemRecord | None]] = [list(map(p.get, keys)) for p in pool]
+    runs.append(list(map(theirs.get, keys)))
+    rows = [[r is None or r.status != "ok" or not getattr(r, field) for r in run]
+            for run in runs]
+    answers = [[r.output if r is not None and r.status == "ok" else None for r in run]
+               for run in runs]
     return (answer_codes(answers), np.array(rows, dtype=bool),
-            np.array(collapsed, dtype=bool))
+            np.array(list(map(collapsed, runs)), dtype=bool))
 
 
 def cost_of(codes: np.ndarray, wrong: np.ndarray) -> float:
@@ -86,17 +86,8 @@ def cost_of(codes: np.ndarray, wrong: np.ndarray) -> float:
     return departure_cost(codes, wrong)
 
 
-def _wrong(item: ItemRecord | None, field: str) -> bool:
-    if item is None or not item.ok:
-        return True
-    return not getattr(item, field)
-
-
-def collapsed_item(item: ItemRecord | None) -> bool:
-    """Cut short, empty or missing: the truncated and empty checks' to judge, not a new
-    answer's cost."""
-    return item is None or not item.ok or truncated(item) or empty(item)
-
-
-def _output(item: ItemRecord | None) -> str | None:
-    return item.output if item is not None and item.ok else None
+def collapsed(run: Sequence[ItemRecord | None]) -> list[bool]:
+    """Each item cut short, empty or missing: the truncated and empty checks' to judge, not
+    a new answer's cost."""
+    return [r is None or r.status != "ok" or r.finish_reason == "length"
+            or not (r.output or "").strip() for r in run]
