@@ -63,19 +63,36 @@ def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metri
     (the baseline first) then the candidate last, on the items the whole pool scored; None
     where it scored none."""
     field = METRICS[metric]
-    pool = [_scores(s, task, field) for s in (base, *noises)]
-    keys = [k for k in pool[0] if all(k in p for p in pool[1:])]
-    if not keys:
+    runs = _aligned(task, field, base, noises, cand)
+    if runs is None:
+        return None
+    wrong = np.array([[r is None or r.status != "ok" or not getattr(r, field) for r in run]
+                      for run in runs], dtype=bool)
+    cut = np.array(list(map(collapsed, runs)), dtype=bool)
+    codes = answer_codes([[r.output if r is not None and r.status == "ok" else None
+                           for r in run] for run in runs])
+    return codes, wrong, cut
+
+
+def _aligned(task: str, field: str, base: Side, noises: Sequence[Side], cand: Side,
+             ) -> list[list[ItemRecord | None]] | None:
+    """The records of the items the whole pool scored, in the baseline's order: each pool
+    run's, then the candidate's (None where it has none); None where the pool scored none.
+    One run's index is held at a time."""
+    runs: list[list[ItemRecord | None]] = [list(_scores(base, task, field).values())]
+    ids = [r.item_id for r in runs[0] if r is not None]
+    for noise in noises:
+        runs.append(list(map(_scores(noise, task, field).get, ids)))
+    if len(runs) > 1:
+        keep = [all(run[i] is not None for run in runs[1:]) for i in range(len(ids))]
+        if not all(keep):
+            runs = [[r for r, k in zip(run, keep, strict=True) if k] for run in runs]
+            ids = [i for i, k in zip(ids, keep, strict=True) if k]
+    if not ids:
         return None
     theirs = {i.item_id: i for i in cand.items if i.task == task}
-    runs: list[list[ItemRecord | None]] = [list(map(p.get, keys)) for p in pool]
-    runs.append(list(map(theirs.get, keys)))
-    rows = [[r is None or r.status != "ok" or not getattr(r, field) for r in run]
-            for run in runs]
-    answers = [[r.output if r is not None and r.status == "ok" else None for r in run]
-               for run in runs]
-    return (answer_codes(answers), np.array(rows, dtype=bool),
-            np.array(list(map(collapsed, runs)), dtype=bool))
+    runs.append(list(map(theirs.get, ids)))
+    return runs
 
 
 def cost_of(codes: np.ndarray, wrong: np.ndarray) -> float:
