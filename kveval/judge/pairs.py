@@ -140,10 +140,10 @@ def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
 
 def by_task(pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
     pairs = list(pairs)
-    tasks = list(map(_BASE_TASK, pairs))
-    if len(set(tasks)) == 1:  # most runs: one task
-        return {tasks[0]: pairs}
+    tasks = set(map(_BASE_TASK, pairs))
+    if len(tasks) == 1:  # most runs: one task
+        return {tasks.pop(): pairs}
     grouped: dict[str, list[Pair]] = {}
-    for task, pair in zip(tasks, pairs, strict=True):
-        grouped.setdefault(task, []).append(pair)
+    for pair in pairs:
+        grouped.setdefault(pair.base.task, []).append(pair)
     return grouped

@@ -66,12 +66,14 @@ def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metri
     runs = _aligned(task, field, base, noises, cand)
     if runs is None:
         return None
-    wrong = np.array([[r is None or r.status != "ok" or not getattr(r, field) for r in run]
-                      for run in runs], dtype=bool)
-    cut = np.array(list(map(collapsed, runs)), dtype=bool)
-    codes = answer_codes([[r.output if r is not None and r.status == "ok" else None
-                           for r in run] for run in runs])
-    return codes, wrong, cut
+    items = len(runs[0])
+    wrong = np.array([np.fromiter((r is None or r.status != "ok" or not getattr(r, field)
+                                   for r in run), dtype=bool, count=items) for run in runs])
+    cut = np.array([np.array(collapsed(run), dtype=bool) for run in runs])
+    answers = [[r.output if r is not None and r.status == "ok" else None for r in run]
+               for run in runs]
+    del runs  # the records' lists, before the answers are coded
+    return answer_codes(answers), wrong, cut
 
 
 def _aligned(task: str, field: str, base: Side, noises: Sequence[Side], cand: Side,
