@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kveval.cli.cli import main
+from kveval.formats import lean as lean_records
 from kveval.formats import reader
 from kveval.formats.reader import Shared, read_run
 
@@ -72,15 +73,16 @@ def test_lean_records_keep_what_judging_reads(runs):
     assert [(x.key, x.status, x.output, x.extracted, x.correct) for x in lean.items] == \
         [(x.key, x.status, x.output, x.extracted, x.correct) for x in full.items]
     assert all(x.request == {} and x.usage is None for x in lean.items)
+    unjudged = lean_records.UNJUDGED_META
     assert [x.meta for x in lean.items] == [
-        {k: v for k, v in x.meta.items() if k not in reader.UNJUDGED_META} for x in full.items]
+        {k: v for k, v in x.meta.items() if k not in unjudged} for x in full.items]
 
 
 def test_no_verdict_reads_the_meta_left_out_when_judging():
     root = Path(reader.__file__).parents[1]
     sources = [p for folder in ("judge", "show", "cli") for p in (root / folder).rglob("*.py")]
     sources += [root / "formats" / "unforced.py"]
-    for key in reader.UNJUDGED_META:
+    for key in lean_records.UNJUDGED_META:
         assert not [p for p in sources if f'"{key}"' in p.read_text()], key
 
 
