@@ -188,7 +188,7 @@ def main() -> None:
         print(f"{name:<34} {w:>7.2f} {c:>7.2f}")
     base_wall, base_cpu = rows[0][1]
     print(f"compare / json.loads: {wall / base_wall:.2f} x wall, {cpu / base_cpu:.2f} x CPU; "
-          f"compare's peak RSS {peak:.0f} MB (target: at most 1.5 x and 300 MB)")
+          f"compare's peak RSS {peak:.0f} MB (target: at most 1.0 x and 200 MB)")
 
 
 if __name__ == "__main__":

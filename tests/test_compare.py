@@ -49,14 +49,14 @@ def test_shared_prefix_length_counts_characters():
 
 
 def test_pair_properties():
-    pair = Pair(item("1", "The answer is 42"), item("1", "The answer is 43"))
+    pair = Pair.of(item("1", "The answer is 42"), item("1", "The answer is 43"))
     assert not pair.identical
     assert pair.first_difference == 15
-    same = Pair(item("1", "x"), item("1", "x"))
+    same = Pair.of(item("1", "x"), item("1", "x"))
     assert same.identical and same.first_difference is None
-    missing = Pair(item("1", None), item("1", ""))  # no answer text is never identical
+    missing = Pair.of(item("1", None), item("1", ""))  # no answer text is never identical
     assert not missing.identical and missing.prefix_ratio == 0.0
-    both_null = Pair(item("1", None), item("1", None))
+    both_null = Pair.of(item("1", None), item("1", None))
     assert not both_null.identical
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kveval.cli.cli import main
+from kveval.formats import lean as lean_records
 from kveval.formats import reader
 from kveval.formats.reader import Shared, read_run
 
@@ -69,9 +70,20 @@ def test_compare_json_is_the_same_as_from_full_records(runs, capsys, monkeypatch
 
 def test_lean_records_keep_what_judging_reads(runs):
     lean, full = read_run(runs[1], judging=True), read_run(runs[1], judging=False)
-    assert [(x.key, x.status, x.output, x.extracted, x.correct, x.meta) for x in lean.items] == \
-        [(x.key, x.status, x.output, x.extracted, x.correct, x.meta) for x in full.items]
+    assert [(x.key, x.status, x.output, x.extracted, x.correct) for x in lean.items] == \
+        [(x.key, x.status, x.output, x.extracted, x.correct) for x in full.items]
     assert all(x.request == {} and x.usage is None for x in lean.items)
+    unjudged = lean_records.UNJUDGED_META
+    assert [x.meta for x in lean.items] == [
+        {k: v for k, v in x.meta.items() if k not in unjudged} for x in full.items]
+
+
+def test_no_verdict_reads_the_meta_left_out_when_judging():
+    root = Path(reader.__file__).parents[1]
+    sources = [p for folder in ("judge", "show", "cli") for p in (root / folder).rglob("*.py")]
+    sources += [root / "formats" / "unforced.py"]
+    for key in lean_records.UNJUDGED_META:
+        assert not [p for p in sources if f'"{key}"' in p.read_text()], key
 
 
 FIELDS = ("task", "item_id", "prompt_sha256", "status", "output", "finish_reason", "extracted",

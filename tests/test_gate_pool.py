@@ -187,3 +187,23 @@ def test_two_files_alone_a_candidates_losses_do_not_widen_its_own_allowance():
                              changed={3, 102} | lost, tag="c"), True)
     quiet = first(gate(base, same, family=Family(alpha=0.0115)).checks, "gsm8k", "accuracy")
     assert quiet is not None and not quiet.alarmed
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda runs: st.lists(
+    st.lists(st.sampled_from(["a", "b", "c", None]), min_size=runs, max_size=runs),
+    max_size=12)))
+def test_answer_codes_are_equal_exactly_where_an_items_answers_are(columns):
+    """Runs' answers to an item share a code exactly when they are equal; no answer (None)
+    shares its code with any other, not even another None."""
+    from kveval.judge.answers import answer_codes
+
+    runs = len(columns[0]) if columns else 1
+    answers = [[column[r] for column in columns] for r in range(runs)]
+    codes = answer_codes(answers)
+    assert codes.shape == (runs, len(columns))
+    for i, column in enumerate(columns):
+        for r, a in enumerate(column):
+            for s, b in enumerate(column):
+                same = r == s or (a is not None and a == b)
+                assert (codes[r, i] == codes[s, i]) == same

@@ -136,8 +136,9 @@ def test_judging_leaves_out_what_judging_never_reads(tmp_path: Path) -> None:
     full, judged = read_run(path).items[1], read_run(path, judging=True).items[1]
     assert full.request == {"prompt": "Q1", "max_tokens": 8} and full.usage is not None
     assert judged.request == {} and judged.usage is None and judged.latency_s is None
-    assert (judged.output, judged.correct, judged.meta, judged.finish_reason) == (
-        full.output, full.correct, full.meta, full.finish_reason)
+    assert (judged.output, judged.correct, judged.finish_reason) == (
+        full.output, full.correct, full.finish_reason)
+    assert full.meta == {"index": 1} and judged.meta == {}  # the adapter's own, unjudged
 
 
 def test_judging_still_validates_every_judged_field(tmp_path: Path) -> None:

@@ -22,39 +22,18 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import msgspec
 
 from kveval.errors import KvevalError, RunFileError
 from kveval.formats import limits
 from kveval.formats.checks import record_problem
+from kveval.formats.lean import Judged, Shared
 from kveval.formats.records import SCHEMA_VERSION, ItemRecord, Run, RunHeader
 from kveval.safe import one_line
 
 _MESSAGE = re.compile(r"(?P<what>.*?)(?: - at `\$(?P<where>[^`]*)`)?", re.S)
-
-
-class _Object(msgspec.Struct, gc=False):
-    """Any JSON object, checked as one and not kept."""
-
-
-class _Judged(ItemRecord, frozen=True, gc=False):
-    """An item line as judging reads it: `request` and `usage` are checked to be JSON objects
-    and `latency_s` a number, then dropped (Shared.lean): judging never reads them, and the
-    request is the largest part of a record."""
-
-    request: _Object  # type: ignore[assignment]
-    usage: _Object | None = None  # type: ignore[assignment]
-
-
-# The request of every record read for judging: never read, never changed (records are frozen)
-NOT_READ: dict[str, Any] = {}
-# Fields the runs judged together often hold alike for an item: kept once (Shared.lean)
-ALIKE = ("prompt_sha256", "output", "extracted", "reference", "meta", "reasoning", "logprobs")
-# Short strings that repeat from item to item within a run
-REPEATED = ("finish_reason", "extracted", "reference")
-_set = msgspec.structs.force_setattr
 
 
 def describe(exc: msgspec.DecodeError) -> str:
@@ -67,49 +46,6 @@ def describe(exc: msgspec.DecodeError) -> str:
     what = what[:1].lower() + what[1:]
     where = (match["where"] or "").lstrip(".")
     return one_line(f"{where}: {what}" if where else what)
-
-
-class Shared:
-    """What the runs judged together hold alike, kept once.
-
-    The same items answered by a baseline, a candidate and noise runs share their ids,
-    prompts' hashes and metadata, and most of their answers: a record read after the first
-    one of its (task, item_id) refers to the first one's values wherever they are equal. In
-    bench/read_runs.py a 100,000-item candidate read after the baseline costs 42 MB and a
-    noise run 23 MB, against the baseline's 98 MB. Values are only ever replaced by equal
-    ones, so nothing a verdict reads changes.
-    """
-
-    def __init__(self) -> None:
-        self.first: dict[tuple[str, str], ItemRecord] = {}
-        self.strings: dict[str, str] = {}
-
-    def lean(self, record: ItemRecord) -> tuple[str, str]:
-        """Drop what judging never reads and share what is alike; the record's key."""
-        _set(record, "request", NOT_READ)
-        _set(record, "usage", None)
-        _set(record, "latency_s", None)
-        key = (record.task, record.item_id)
-        first = self.first.get(key)
-        if first is None:
-            self._intern(record)
-            self.first[key] = record
-            return key
-        key = first.key
-        _set(record, "task", key[0])
-        _set(record, "item_id", key[1])
-        for name in ALIKE:
-            mine, theirs = getattr(record, name), getattr(first, name)
-            if mine is not theirs and mine == theirs:
-                _set(record, name, theirs)
-        return key
-
-    def _intern(self, record: ItemRecord) -> None:
-        for name in REPEATED:
-            value = getattr(record, name)
-            if value is not None:
-                _set(record, name, self.strings.setdefault(value, value))
-        _set(record, "task", self.strings.setdefault(record.task, record.task))
 
 
 @contextlib.contextmanager
@@ -145,27 +81,28 @@ def parse_header(line: bytes, path: Path) -> RunHeader:
     return header
 
 
-def _checked(record: ItemRecord, line: bytes, path: Path, number: int,
-             lean: bool) -> ItemRecord:
-    """The record, once what its types cannot say holds (formats/checks.py) and its free
-    JSON nests at most MAX_DEPTH deep."""
+def _check(record: ItemRecord, line: bytes, path: Path, number: int, lean: bool) -> None:
+    """What its types cannot say holds (formats/checks.py) and its free JSON nests at most
+    MAX_DEPTH deep; else RunFileError."""
     problem = record_problem(record.meta, record.logprobs)
-    problem = problem or _depth_problem(record, line, lean)
+    if problem is None and (record.meta if lean else _bracketed(line)):
+        problem = _depth_problem(record, lean)
     if problem is not None:
         raise RunFileError(f"{path}:{number}: {one_line(problem)}")
-    return record
 
 
-def _depth_problem(record: ItemRecord, line: bytes, lean: bool) -> str | None:
-    """Judging keeps only `meta` of the free JSON: its containers are walked (most hold
-    none). A full reading (resume, teacher forcing) keeps request and usage too: a line
-    with fewer brackets than MAX_DEPTH cannot nest deeper, so the walk is skipped."""
+def _bracketed(line: bytes) -> bool:
+    """Whether the line could nest deeper than MAX_DEPTH: one with fewer brackets cannot."""
+    return line.count(b"[") + line.count(b"{") > limits.MAX_DEPTH
+
+
+def _depth_problem(record: ItemRecord, lean: bool) -> str | None:
+    """The free JSON a reading keeps, walked: judging keeps only `meta` (its containers:
+    most hold none); a full reading (resume, teacher forcing) keeps request and usage too."""
     if lean:
         for key, value in record.meta.items():
             if isinstance(value, (dict, list)) and limits.too_deep(value):
                 return f"meta.{key}: {limits.DEPTH_MESSAGE}"
-        return None
-    if line.count(b"[") + line.count(b"{") <= limits.MAX_DEPTH:
         return None
     free = {"meta": record.meta, "request": record.request, "usage": record.usage}
     deep = next((name for name, value in free.items() if limits.too_deep(value)), None)
@@ -186,28 +123,48 @@ def _duplicate(path: Path, number: int, record: ItemRecord) -> RunFileError:
                         "content; a run file holds one record per item")
 
 
+class _Kept:
+    """A file's records in the order first read, each (task, item_id) once: an identical
+    repeat is dropped, a differing one refused."""
+
+    def __init__(self) -> None:
+        self.items: list[ItemRecord] = []
+        self.ids: dict[str, dict[str, ItemRecord]] = {}  # task -> item_id -> record
+
+    def add(self, record: ItemRecord, path: Path, number: int) -> None:
+        ids = self.ids.get(record.task)
+        if ids is None:
+            ids = self.ids[record.task] = {}
+        old = ids.get(record.item_id)
+        if old is None:
+            ids[record.item_id] = record
+            self.items.append(record)
+        elif old != record:
+            raise _duplicate(path, number, record)
+
+
 def parse_items(fh: IO[bytes], path: Path,
                 shared: Shared | None) -> tuple[list[ItemRecord], bool]:
     """The item lines after the header, and whether the last one was cut short (a crash
     mid-write: no newline and no JSON). Identical repeats of a record are kept once. With
     `shared` (judging), records are read lean and share what is alike with other runs."""
-    decode = msgspec.json.Decoder(_Judged if shared else ItemRecord).decode
-    kept: dict[tuple[str, str], ItemRecord] = {}
+    decode = msgspec.json.Decoder(Judged if shared else ItemRecord).decode
+    lean = shared.lean if shared else None
+    kept = _Kept()
     for number, line in limits.lines(fh, path, first=2):
-        if not line.strip():
-            continue
         try:
-            record = _checked(decode(line), line, path, number, shared is not None)
+            record = decode(line)
         except msgspec.DecodeError as exc:
+            if not line.strip():
+                continue
             if not line.endswith(b"\n") and not isinstance(exc, msgspec.ValidationError):
-                return list(kept.values()), True
+                return kept.items, True
             raise _bad_line(path, number, exc) from None
         except RecursionError:
             raise RunFileError(f"{path}:{number}: {limits.DEPTH_MESSAGE}") from None
-        old = kept.setdefault(shared.lean(record) if shared else record.key, record)
-        if old is not record and old != record:
-            raise _duplicate(path, number, record)
-    return list(kept.values()), False
+        _check(record, line, path, number, lean is not None)
+        kept.add(record if lean is None else lean(record), path, number)
+    return kept.items, False
 
 
 def read_run_file(path: Path, shared: Shared | None = None) -> Run:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from kveval.errors import IncomparableError
 from kveval.formats.records import ItemRecord
@@ -98,10 +99,10 @@ def worst_case(table: PairedTable, baseline_values: Sequence[bool]) -> WorstCase
 def unanswered(base: Side, candidate: Side, task: str, field: str) -> list[bool]:
     """The baseline's scores (`field`) on its answered items of `task` that the candidate
     answered with an error or not at all."""
-    theirs = {item.key: item.ok for item in candidate.items if item.task == task}
+    theirs = {item.item_id: item.ok for item in candidate.items if item.task == task}
     return [bool(getattr(item, field)) for item in base.items
             if item.task == task and item.ok and getattr(item, field) is not None
-            and not theirs.get(item.key, False)]
+            and not theirs.get(item.item_id, False)]
 
 
 def with_worst_case(comparisons: Sequence[PairedComparison], base: Side,
@@ -147,11 +148,14 @@ class PairedComparison:
 def paired_accuracy(task: str, pairs: Sequence[Pair], metric: str) -> PairedComparison | None:
     """None when no pair has this metric on both sides."""
     field = METRICS[metric]
-    values = [(getattr(p.base, field), getattr(p.other, field)) for p in pairs]
-    scored = [(a, b) for a, b in values if a is not None and b is not None]
-    if not scored:
+    mine, theirs = (list(map(attrgetter(f"{side}.{field}"), pairs)) for side in ("base", "other"))
+    if None in mine or None in theirs:
+        scored = [(a, b) for a, b in zip(mine, theirs, strict=True)
+                  if a is not None and b is not None]
+        mine, theirs = [a for a, _ in scored], [b for _, b in scored]
+    if not mine:
         return None
-    table = paired_table([a for a, _ in scored], [b for _, b in scored])
+    table = paired_table(mine, theirs)
     return PairedComparison(
         task=task,
         metric=metric,

@@ -39,10 +39,19 @@ def changed_per_run(coded: np.ndarray) -> float:
 
 
 def answer_codes(answers: Sequence[Sequence[object]]) -> np.ndarray:
-    """Runs x items of integer codes: equal codes for equal answers of an item; None gets a
-    code of its own in every run."""
-    ids: dict[object, int] = {}
-    rows = []
+    """Runs x items of integer codes: equal codes for equal answers of an item (the first
+    run holding that answer); None gets a code of its own in every run. Codes are compared
+    item by item only, so no answer is hashed or held in an index."""
+    runs, items = len(answers), len(answers[0]) if answers else 0
+    codes = np.empty((runs, items), dtype=np.int64)
     for r, run in enumerate(answers):
-        rows.append([-(r + 1) if a is None else ids.setdefault(a, len(ids)) for a in run])
-    return np.array(rows, dtype=np.int64).reshape(len(answers), -1)
+        code = np.full(items, r, dtype=np.int64)
+        code[np.fromiter((a is None for a in run), dtype=bool, count=items)] = -(r + 1)
+        open_ = code >= 0
+        for e in range(r):
+            same = np.fromiter((a is not None and a == b for a, b in zip(run, answers[e],
+                                                                          strict=True)),
+                               dtype=bool, count=items) & open_
+            code[same], open_ = codes[e, same], open_ & ~same
+        codes[r] = code
+    return codes

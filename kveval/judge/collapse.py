@@ -66,15 +66,25 @@ class Collapse:
 
 def collapse_of(items: Sequence[ItemRecord]) -> Collapse:
     texts = [item.output or "" for item in items]
-    cut = list(map(truncated, items))
     return Collapse(
         answers=len(items),
-        truncated=sum(cut),
-        empty=sum(not c and not t.strip() for c, t in zip(cut, texts, strict=True)),
+        truncated=sum(cut_flags(items)),
+        empty=sum(empty_flags(items)),
         mean_length=sum(map(len, texts)) / len(texts) if texts else None,
         repetition=(statistics.fmean(repetition(t) for t in texts[:REPETITION_SAMPLE])
                     if texts else None),
     )
+
+
+def cut_flags(items: Sequence[ItemRecord]) -> list[bool]:
+    """`truncated` of each item, in one pass."""
+    return [item.finish_reason == "length" for item in items]
+
+
+def empty_flags(items: Sequence[ItemRecord]) -> list[bool]:
+    """`empty` of each item, in one pass."""
+    return [item.finish_reason != "length" and not (item.output or "").strip()
+            for item in items]
 
 
 def length_ratio(candidate: Collapse, baseline: Collapse) -> float | None:
@@ -100,11 +110,11 @@ class TaskCollapse:
         return length_ratio(self.candidate, self.baseline)
 
 
-def flags(runs: Sequence[Sequence[ItemRecord]], which: Callable[[ItemRecord], bool],
-          ) -> np.ndarray:
-    """Runs x items: which of each run's answers are truncated (or empty)."""
-    return np.array([[which(item) for item in run] for run in runs], dtype=bool).reshape(
-        len(runs), -1)
+def flags(runs: Sequence[Sequence[ItemRecord]],
+          which: Callable[[Sequence[ItemRecord]], list[bool]]) -> np.ndarray:
+    """Runs x items: which of each run's answers are truncated (`cut_flags`) or empty
+    (`empty_flags`)."""
+    return np.array([which(run) for run in runs], dtype=bool).reshape(len(runs), -1)
 
 
 def task_collapse(pool: Sequence[Sequence[ItemRecord]], candidate: Sequence[ItemRecord],
@@ -112,6 +122,6 @@ def task_collapse(pool: Sequence[Sequence[ItemRecord]], candidate: Sequence[Item
     """`pool`: the baseline's and each noise run's records of the items the candidate's
     records hold, in the same order."""
     tests = [own_count_test(flags([candidate], which)[0], flags(pool, which))
-             for which in (truncated, empty)]
+             for which in (cut_flags, empty_flags)]
     return TaskCollapse(collapse_of(pool[0]), collapse_of(candidate),
                         tuple(collapse_of(run) for run in pool[1:]), *tests)

@@ -106,9 +106,12 @@ class TaskDivergence:
 
 
 def _by_task(pairs: Sequence[Any]) -> dict[str, list[tuple[Any, Any]]]:
+    """The pairs where both records hold log-probabilities (the only ones per_item reads),
+    by task."""
     grouped: dict[str, list[tuple[Any, Any]]] = {}
     for pair in pairs:
-        grouped.setdefault(pair.key[0], []).append((pair.base, pair.other))
+        if pair.base.logprobs and pair.other.logprobs:
+            grouped.setdefault(pair.key[0], []).append((pair.base, pair.other))
     return grouped
 
 

@@ -9,11 +9,17 @@ of the first file's answer and scores two empty answers 0."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from operator import attrgetter
+
+import msgspec
 
 from kveval.errors import IncomparableError
 from kveval.formats.records import ItemRecord
 from kveval.judge.sides import Side
+
+KEY = attrgetter("task", "item_id")  # a record's key, made in C
+_TASK, _ID, _BASE_TASK = attrgetter("task"), attrgetter("item_id"), attrgetter("base.task")
 
 
 def shared_prefix_length(a: str, b: str) -> int:
@@ -38,20 +44,24 @@ def prefix_ratio(a: str, b: str) -> float:
     return shared_prefix_length(a, b) / longest if longest else 1.0
 
 
-@dataclass(frozen=True, slots=True)
-class Pair:
+class Pair(msgspec.Struct, frozen=True, gc=False):
     """The same item answered in the baseline and in another run; how far the answers
-    agree is worked out once, when the pair is made."""
+    agree is worked out once, when the pair is made (`Pair.of`). A msgspec Struct: built in
+    C, and without the collector's bookkeeping (it refers to records only)."""
 
     base: ItemRecord
     other: ItemRecord
-    identical: bool = field(init=False)
-    shared: int = field(init=False)  # characters the two answer texts share from the start
+    identical: bool
+    shared: int  # characters the two answer texts share from the start
 
-    def __post_init__(self) -> None:
-        a, b = self.base.output, self.other.output
-        object.__setattr__(self, "identical", a is not None and b is not None and a == b)
-        object.__setattr__(self, "shared", shared_prefix_length(a or "", b or ""))
+    @classmethod
+    def of(cls, base: ItemRecord, other: ItemRecord) -> Pair:
+        a, b = base.output, other.output
+        if a is None or b is None:
+            return cls(base, other, False, shared_prefix_length(a or "", b or ""))
+        if a == b:
+            return cls(base, other, True, len(a))
+        return cls(base, other, False, shared_prefix_length(a, b))
 
     @property
     def key(self) -> tuple[str, str]:
@@ -94,25 +104,31 @@ class Pairing:
     with_errors: int  # items in both runs, left out because at least one is an error
 
 
+def matched(base: Sequence[ItemRecord], other: Sequence[ItemRecord],
+            ) -> tuple[list[ItemRecord | None], int]:
+    """The other run's record of each of the baseline's (task, item_id), None where it has
+    none, and how many items it holds; keyed by item_id alone where both hold one task."""
+    key = _ID if len(set(map(_TASK, base)) | set(map(_TASK, other))) == 1 else KEY
+    others = dict(zip(map(key, other), other, strict=True))
+    return list(map(others.get, map(key, base))), len(others)
+
+
 def pair_sides(base: Side, other: Side) -> Pairing:
     """Pair by (task, item_id); a pair whose prompts differ makes the runs incomparable."""
-    others = {item.key: item for item in other.items}
-    found = ((item, others.get(item.key)) for item in base.items)
-    both = [(a, b) for a, b in found if b is not None]
-    mismatched = [a.key for a, b in both if a.prompt_sha256 != b.prompt_sha256]
+    theirs, held = matched(base.items, other.items)
+    mismatched = [a.key for a, b in zip(base.items, theirs, strict=True)
+                  if b is not None and a.prompt_sha256 != b.prompt_sha256]
     if mismatched:
         task, item_id = mismatched[0]
         raise IncomparableError(
             f"{len(mismatched)} paired item(s) have different prompts in {base.path} and "
             f"{other.path} (prompt_sha256 differs), e.g. {task} {item_id}"
         )
-    pairs = tuple(Pair(a, b) for a, b in both if a.ok and b.ok)
-    return Pairing(
-        pairs=pairs,
-        only_base=len(base.items) - len(both),
-        only_other=len(others) - len(both),
-        with_errors=len(both) - len(pairs),
-    )
+    pairs = tuple(Pair.of(a, b) for a, b in zip(base.items, theirs, strict=True)
+                  if b is not None and a.status == "ok" and b.status == "ok")
+    both = len(theirs) - theirs.count(None)
+    return Pairing(pairs=pairs, only_base=len(base.items) - both, only_other=held - both,
+                   with_errors=both - len(pairs))
 
 
 def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
@@ -123,6 +139,10 @@ def most_diverged(pairs: Sequence[Pair], count: int) -> tuple[Pair, ...]:
 
 
 def by_task(pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
+    pairs = list(pairs)
+    tasks = set(map(_BASE_TASK, pairs))
+    if len(tasks) == 1:  # most runs: one task
+        return {tasks.pop(): pairs}
     grouped: dict[str, list[Pair]] = {}
     for pair in pairs:
         grouped.setdefault(pair.base.task, []).append(pair)

@@ -17,16 +17,16 @@ import numpy as np
 from kveval.formats.records import ItemRecord
 from kveval.judge.accuracy import METRICS
 from kveval.judge.answers import answer_codes, changed_per_run
-from kveval.judge.collapse import empty, truncated
 from kveval.judge.floor import CountTest, accuracy_test
 from kveval.judge.harm import bounded_cost, departure_cost
 from kveval.judge.novel import novel_cost
 from kveval.judge.sides import Side
 
 
-def _scores(side: Side, task: str, field: str) -> dict[tuple[str, str], ItemRecord]:
-    return {i.key: i for i in side.items
-            if i.task == task and i.ok and getattr(i, field) is not None}
+def _scores(side: Side, task: str, field: str) -> dict[str, ItemRecord]:
+    """The task's scored records by item_id."""
+    return {i.item_id: i for i in side.items
+            if i.task == task and i.status == "ok" and getattr(i, field) is not None}
 
 
 def pooled_accuracy(task: str, base: Side, noises: Sequence[Side], cand: Side,
@@ -63,19 +63,38 @@ def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metri
     (the baseline first) then the candidate last, on the items the whole pool scored; None
     where it scored none."""
     field = METRICS[metric]
-    pool = [_scores(s, task, field) for s in (base, *noises)]
-    keys = [k for k in pool[0] if all(k in p for p in pool[1:])]
-    if not keys:
+    runs = _aligned(task, field, base, noises, cand)
+    if runs is None:
         return None
-    theirs = {i.key: i for i in cand.items if i.task == task}
-    rows = [[not getattr(p[k], field) for k in keys] for p in pool]
-    rows.append([_wrong(theirs.get(k), field) for k in keys])
-    answers = [[p[k].output for k in keys] for p in pool]
-    answers.append([_output(theirs.get(k)) for k in keys])
-    collapsed = [[collapsed_item(p[k]) for k in keys] for p in pool]
-    collapsed.append([collapsed_item(theirs.get(k)) for k in keys])
-    return (answer_codes(answers), np.array(rows, dtype=bool),
-            np.array(collapsed, dtype=bool))
+    items = len(runs[0])
+    wrong = np.array([np.fromiter((r is None or r.status != "ok" or not getattr(r, field)
+                                   for r in run), dtype=bool, count=items) for run in runs])
+    cut = np.array([np.array(collapsed(run), dtype=bool) for run in runs])
+    answers = [[r.output if r is not None and r.status == "ok" else None for r in run]
+               for run in runs]
+    del runs  # the records' lists, before the answers are coded
+    return answer_codes(answers), wrong, cut
+
+
+def _aligned(task: str, field: str, base: Side, noises: Sequence[Side], cand: Side,
+             ) -> list[list[ItemRecord | None]] | None:
+    """The records of the items the whole pool scored, in the baseline's order: each pool
+    run's, then the candidate's (None where it has none); None where the pool scored none.
+    One run's index is held at a time."""
+    runs: list[list[ItemRecord | None]] = [list(_scores(base, task, field).values())]
+    ids = [r.item_id for r in runs[0] if r is not None]
+    for noise in noises:
+        runs.append(list(map(_scores(noise, task, field).get, ids)))
+    if len(runs) > 1:
+        keep = [all(run[i] is not None for run in runs[1:]) for i in range(len(ids))]
+        if not all(keep):
+            runs = [[r for r, k in zip(run, keep, strict=True) if k] for run in runs]
+            ids = [i for i, k in zip(ids, keep, strict=True) if k]
+    if not ids:
+        return None
+    theirs = {i.item_id: i for i in cand.items if i.task == task}
+    runs.append(list(map(theirs.get, ids)))
+    return runs
 
 
 def cost_of(codes: np.ndarray, wrong: np.ndarray) -> float:
@@ -86,17 +105,8 @@ def cost_of(codes: np.ndarray, wrong: np.ndarray) -> float:
     return departure_cost(codes, wrong)
 
 
-def _wrong(item: ItemRecord | None, field: str) -> bool:
-    if item is None or not item.ok:
-        return True
-    return not getattr(item, field)
-
-
-def collapsed_item(item: ItemRecord | None) -> bool:
-    """Cut short, empty or missing: the truncated and empty checks' to judge, not a new
-    answer's cost."""
-    return item is None or not item.ok or truncated(item) or empty(item)
-
-
-def _output(item: ItemRecord | None) -> str | None:
-    return item.output if item is not None and item.ok else None
+def collapsed(run: Sequence[ItemRecord | None]) -> list[bool]:
+    """Each item cut short, empty or missing: the truncated and empty checks' to judge, not
+    a new answer's cost."""
+    return [r is None or r.status != "ok" or r.finish_reason == "length"
+            or not (r.output or "").strip() for r in run]
