@@ -164,6 +164,9 @@ def task_drift(task: str, runs: RunPairs, show: int = 0) -> TaskDrift:
 def _shared(cand: Sequence[Pair], noise: Sequence[Sequence[Pair]]) -> list[list[Pair]]:
     """The candidate's and each noise run's pairs of one task on the items every run
     answered."""
+    if all(len(n) == len(cand) and all(a.base is b.base for a, b in zip(cand, n, strict=True))
+           for n in noise):  # the same baseline records in the same order: no index needed
+        return [list(pairs) for pairs in (cand, *noise)]
     ids = set.intersection({p.base.item_id for p in cand},
                            *({p.base.item_id for p in n} for n in noise))
     if all(len(pairs) == len(ids) for pairs in (cand, *noise)):
