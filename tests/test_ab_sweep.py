@@ -108,6 +108,37 @@ def test_a_sweep_file_names_its_candidates(tmp_path: Path) -> None:
     assert "a page per candidate" in done.stdout
 
 
+def named_semaphores(pid: int) -> list[str]:
+    """The named POSIX semaphores a process has open: each maps /dev/shm/sem.NAME (an
+    anonymous one, unlinked as soon as made, maps it "(deleted)" and no tracker counts it)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return []
+    return [line.split()[5] for line in maps.splitlines()
+            if "/dev/shm/sem." in line and not line.endswith("(deleted)")]
+
+
+def test_side_by_side_holds_no_named_semaphore_for_the_resource_tracker(tmp_path: Path) -> None:
+    """A named semaphore is what multiprocessing's resource tracker warns of, after kveval's
+    last line, when it finds one left at exit: ab --parallel holds none."""
+    from test_ab_watchdog import wait_until
+
+    cmd = command(tmp_path, write_suite(tmp_path, 40), "--parallel", "2",
+                  serve_cmd=serve(tmp_path, "--hold-at 10"), candidate=f"q8={Q8}")
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=environment())
+    try:
+        assert wait_until(lambda: len(sent(tmp_path)) >= 10, 60)  # held: children mid-run
+        family = [process.pid, *(int(p) for p in subprocess.run(
+            ["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split())]
+        assert len(family) >= 3  # kveval ab, its resource tracker, a child per start
+        assert [name for pid in family for name in named_semaphores(pid)] == []
+    finally:
+        (tmp_path / "count.release").touch()
+        process.wait(timeout=120)
+
+
 @pytest.mark.parametrize(("args", "words"), [
     (("--candidate", f"q8={Q4}"), "candidate 'q8' is given twice"),
     (("--candidate", "baseline=--x"), "--candidate 'baseline': a candidate's name"),

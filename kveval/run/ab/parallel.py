@@ -46,7 +46,7 @@ class Reference:
 
     def __init__(self, opts: AbOptions, forcing: Any, start: Start, baseline_ended: Any) -> None:
         self.opts, self.forcing, self.start = opts, forcing, start
-        self.baseline_ended = baseline_ended  # an Event the parent sets
+        self.baseline_ended = baseline_ended  # a shared byte the parent sets (see `flag`)
 
     def __call__(self) -> None:
         from kveval.run.ab.plan import Folder
@@ -58,7 +58,7 @@ class Reference:
     def _settled(self, baseline: Any) -> bool:
         """The baseline's run is done, or its start ended with what it holds (failed items:
         the forced runs force what is on file, as they do one after another)."""
-        return done(baseline, self.opts.limit) or self.baseline_ended.is_set()
+        return done(baseline, self.opts.limit) or bool(self.baseline_ended.value)
 
     def _decided(self) -> bool:
         self.forcing.reload()
@@ -156,11 +156,18 @@ def finished(jobs: list[Running]) -> list[tuple[Running, Outcome]]:
     return found
 
 
+def flag() -> Any:
+    """A byte the children read and the parent sets: shared memory, no lock. An Event is five
+    named semaphores that multiprocessing's resource tracker counts; one it found left at
+    exit (once, on a loaded machine) became a warning after kveval's last line."""
+    return multiprocessing.get_context("spawn").RawValue("b", 0)
+
+
 def run_side_by_side(opts: AbOptions, starts: Sequence[Start], api_key: str | None) -> int:
     """Every start, up to `opts.parallel` at once; the worst run's exit code."""
     waiting, free, code = list(starts), list(range(opts.parallel)), EXIT_OK
     jobs: list[Running] = []
-    ended = multiprocessing.get_context("spawn").Event()
+    ended = flag()
     try:
         while waiting or jobs:
             while waiting and free:
@@ -169,7 +176,7 @@ def run_side_by_side(opts: AbOptions, starts: Sequence[Start], api_key: str | No
                 if result.error is not None:
                     raise_failed(result)
                 if job.start.label == BASELINE:
-                    ended.set()
+                    ended.value = 1
                 free.append(job.slot)
                 code = max(code, result.code)
             time.sleep(POLL_S if jobs else 0)
