@@ -31,9 +31,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from forcing_speed import free_run, timed  # noqa: E402
+
 GSM8K = ROOT / "kveval" / "data" / "gsm8k"
-PROMPTS = ROOT / "kveval" / "data" / "prompts" / "regression.txt"
-KVEVAL = [sys.executable, "-m", "kveval.cli"]
 START_S = 900
 _OPEN = urllib.request.build_opener(urllib.request.ProxyHandler({})).open
 
@@ -73,20 +75,6 @@ def vllm(venv: Path, model: Path, port: int, log: Path) -> Iterator[str]:
 def reset_cache(root: str) -> None:
     """The server's prefix cache emptied: no run finds another's prefix cached."""
     _OPEN(urllib.request.Request(root + "/reset_prefix_cache", b"", method="POST")).read()
-
-
-def timed(*args: str) -> float:
-    start = time.perf_counter()
-    subprocess.run([*KVEVAL, *args], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
-
-
-def free_run(args: argparse.Namespace, url: str, out: Path, common: list[str]) -> float:
-    suite = out / "suite.toml"
-    suite.write_text(f'[[task]]\nname = "gsm8k"\nlimit = {args.gsm8k}\ndata = "{args.data}"\n'
-                     f'[[task]]\nname = "prompts"\nlimit = {args.prompts}\ndata = "{PROMPTS}"\n')
-    return timed("run", "--endpoint", url, "--suite", str(suite), "-o", str(out / "free.jsonl"),
-                 "--label", "free", *common)
 
 
 def forced_run(url: str, out: Path, concurrency: int) -> float:
