@@ -59,12 +59,8 @@ class Shared:
         _set(record, "latency_s", None)
         if record.meta and not UNJUDGED_META.isdisjoint(record.meta):
             _set(record, "meta", _judged_meta(record.meta))
-        firsts = self.first.get(record.task)
-        if firsts is None:
-            firsts = self.first[record.task] = {}
-        first = firsts.get(record.item_id)
+        first = indexed(self.first, record)
         if first is None:
-            firsts[record.item_id] = record
             self._intern(record)
         elif record == first:
             return first
@@ -82,6 +78,17 @@ class Shared:
             _set(record, "extracted", strings.setdefault(record.extracted, record.extracted))
         if record.reference is not None:
             _set(record, "reference", strings.setdefault(record.reference, record.reference))
+
+
+def indexed(index: dict[str, dict[str, ItemRecord]], record: ItemRecord) -> ItemRecord | None:
+    """The record `index` holds for this one's task and item, or None (and it holds this)."""
+    items = index.get(record.task)
+    if items is None:
+        items = index[record.task] = {}
+    first = items.get(record.item_id)
+    if first is None:
+        items[record.item_id] = record
+    return first
 
 
 def _judged_meta(meta: dict[str, Any]) -> dict[str, Any]:

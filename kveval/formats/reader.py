@@ -29,7 +29,7 @@ import msgspec
 from kveval.errors import KvevalError, RunFileError
 from kveval.formats import limits
 from kveval.formats.checks import record_problem
-from kveval.formats.lean import Judged, Shared
+from kveval.formats.lean import Judged, Shared, indexed
 from kveval.formats.records import SCHEMA_VERSION, ItemRecord, Run, RunHeader
 from kveval.safe import one_line
 
@@ -132,12 +132,8 @@ class _Kept:
         self.ids: dict[str, dict[str, ItemRecord]] = {}  # task -> item_id -> record
 
     def add(self, record: ItemRecord, path: Path, number: int) -> None:
-        ids = self.ids.get(record.task)
-        if ids is None:
-            ids = self.ids[record.task] = {}
-        old = ids.get(record.item_id)
+        old = indexed(self.ids, record)
         if old is None:
-            ids[record.item_id] = record
             self.items.append(record)
         elif old != record:
             raise _duplicate(path, number, record)
