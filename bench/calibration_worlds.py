@@ -211,6 +211,18 @@ def simulate(world: World, noise_runs: int, scenario: str,
     return Rollout(sides[0], tuple(sides[1:-1]), sides[-1])
 
 
+def gsm8k_runs(world: World, noise_runs: int, scenario: str,
+               rng: np.random.Generator) -> TaskRuns:
+    """One rollout's GSM8K runs alone (the suite's first task), drawn as `simulate` draws them,
+    with the scenario applied: for benches of one check."""
+    suite = suite_of(world)
+    effects = run_effects(world, noise_runs + 2, len(suite), rng)
+    task = suite[0]
+    r = simulate_task(task, world, effects[:, 0], rng)
+    apply_scenario(task, r, scenario, _length_bucket(task), rng)
+    return r
+
+
 def _length_bucket(t: TaskModel) -> np.ndarray:
     return np.arange(t.n) % max(t.lengths, 1)
 

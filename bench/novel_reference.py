@@ -25,13 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_worlds import (  # noqa: E402
-    _length_bucket,
-    apply_scenario,
-    run_effects,
-    simulate_task,
-    suite_of,
-)
+from calibration_worlds import gsm8k_runs  # noqa: E402
 from gate_calibration import FAMILIES, SPREADS  # noqa: E402
 
 from kveval.judge.novel import novel_cost  # noqa: E402
@@ -41,11 +35,7 @@ LEVELS = (0.05, 0.0115, 0.005, 0.001)  # 0.0115: the accuracy check's share on t
 
 def p_value(world: object, k: int, scenario: str, rng: np.random.Generator) -> float | None:
     """The test's p on one rollout's GSM8K runs; None where it does not apply."""
-    suite = suite_of(world)  # type: ignore[arg-type]
-    effects = run_effects(world, k + 2, len(suite), rng)  # type: ignore[arg-type]
-    task = suite[0]
-    r = simulate_task(task, world, effects[:, 0], rng)  # type: ignore[arg-type]
-    apply_scenario(task, r, scenario, _length_bucket(task), rng)
+    r = gsm8k_runs(world, k, scenario, rng)  # type: ignore[arg-type]
     collapsed = r.truncated | r.empty
     found = novel_cost(r.codes, ~r.correct | collapsed, collapsed)
     return None if found is None else found.p_value

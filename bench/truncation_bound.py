@@ -21,13 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_worlds import (  # noqa: E402
-    _length_bucket,
-    apply_scenario,
-    run_effects,
-    simulate_task,
-    suite_of,
-)
+from calibration_worlds import gsm8k_runs  # noqa: E402
 from gate_calibration import FAMILIES, SPREADS  # noqa: E402
 
 from kveval.judge.floor import own_count_test  # noqa: E402
@@ -39,11 +33,7 @@ def rollout(family: str, spread: float, k: int, scenario: str,
             rng: np.random.Generator) -> tuple[float, float]:
     """(the gate's p, the candidate's cut answers) of one rollout's GSM8K runs."""
     world = replace(FAMILIES[family], spread=spread)
-    suite = suite_of(world)
-    effects = run_effects(world, k + 2, len(suite), rng)
-    task = suite[0]
-    r = simulate_task(task, world, effects[:, 0], rng)
-    apply_scenario(task, r, scenario, _length_bucket(task), rng)
+    r = gsm8k_runs(world, k, scenario, rng)
     cut = r.truncated
     return own_count_test(cut[-1], cut[:-1]).p_value, float(cut[-1].sum())
 
