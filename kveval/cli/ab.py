@@ -95,7 +95,8 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
 
     options.check_output(as_json, markdown)
     family = {k: given.pop(k) for k in ("alpha", "metric", "skip", "max_kl", "min_recovery",
-                                         "effective_fraction", "effective_threshold")}
+                                         "effective_fraction", "effective_threshold",
+                                         "max_ppl_rise")}
     detect_kl = given.pop("detect_kl")
     sizing = sizing_of(given)
     opts = replace(from_cli(given), sizing=sizing)

@@ -98,7 +98,12 @@ def family_options(func: F) -> F:
                           "its mean per-token KL exceeds the noise floor's by more than NATS "
                           "(one-sided permutation within items). Needs noise runs with "
                           "log-probabilities. Without it, a rise beyond the floor is named "
-                          "beside the verdict and fails nothing."),
+                          "beside the verdict and fails nothing. Applies to the context "
+                          "task's KL by position too."),
+        click.option("--max-ppl-rise", type=Finite(min=0), default=None, metavar="PCT",
+                     help="The context task: fail a perplexity rise beyond PCT percent in any "
+                          "position bucket beyond the restarts' own spread (needs a noise "
+                          "run)."),
         click.option("--min-recovery", type=Finite(0, 1, min_open=True),
                      metavar="R",
                      help="A check per long-context task: its AUC recovery is at least R (a "
@@ -162,12 +167,12 @@ def gate_options(func: F) -> F:
 
 def family(alpha: float, metric: str, skip: tuple[str, ...], max_kl: float | None,
            min_recovery: float | None, effective_fraction: float,
-           effective_threshold: float) -> Family:
+           effective_threshold: float, max_ppl_rise: float | None = None) -> Family:
     from kveval.judge.curves import CurveOptions
     from kveval.judge.verdict import Family
 
     curves = CurveOptions(effective_fraction, effective_threshold, min_recovery)
-    return Family(metric, alpha, max_kl, min_recovery, curves, tuple(skip))
+    return Family(metric, alpha, max_kl, min_recovery, max_ppl_rise, curves, tuple(skip))
 
 
 def gate_margin(policy: str, margin: float | None) -> float | None:

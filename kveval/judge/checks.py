@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 
 ALPHA = 0.05  # the default family-wise level (--alpha)
 KINDS = ("accuracy", "drift", "truncated", "empty", "length", "lengths", "recovery",
-         "divergence", "forced")
-KL_KINDS = ("divergence", "forced")  # they fail a task only with --max-kl
+         "divergence", "forced", "context", "context-ppl")
+KL_KINDS = ("divergence", "forced", "context")  # they fail a task only with --max-kl
 PRIMARY = ("accuracy", "drift")
 # The declared weights: a task's accuracy first (what a rollout asks), answers cut short half
 # as much (each is an answer lost; its test reads few flagged items against a restart's
@@ -40,7 +40,7 @@ PRIMARY = ("accuracy", "drift")
 # divergence weigh as drift (on a server whose answers hardly move they are the only signal).
 WEIGHTS = {"accuracy": 6.0, "drift": 2.0, "truncated": 3.0, "empty": 1.0, "length": 0.25,
            "longest": 2.5, "lengths": 1.0, "recovery": 1.0, "divergence": 2.0,
-           "forced": 2.0}
+           "forced": 2.0, "context": 2.0, "context-ppl": 2.0}
 PRIMARY_WEIGHT = WEIGHTS["accuracy"]
 
 

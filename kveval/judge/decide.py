@@ -154,6 +154,9 @@ def _by_rule(e: TaskEvidence, checks: Sequence[Check], failed: list[str],
             failed.append("overlap")
         return TaskDecision(e.task, o.policy, "regression" if failed else "pass",
                             tuple(failed))
+    if e.context_expected:
+        return TaskDecision(e.task, "context", "regression" if failed else "pass",
+                            tuple(failed))
     drift = first(checks, e.task, "drift")
     rule = "drift" if drift is not None and drift.run else "collapse"
     status = "regression" if failed else ("pass" if rule == "drift" else "not judged")

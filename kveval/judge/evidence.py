@@ -11,6 +11,7 @@ from kveval.judge.checks import ALPHA, KL_KINDS, Check, not_run, weigh
 from kveval.judge.floor import CountTest
 from kveval.judge.kl_test import KlTest
 from kveval.judge.lengthstats import MIN_PER_LENGTH, PairedScores, Recovery
+from kveval.judge.positions import ContextFound
 from kveval.judge.stats import mcnemar_greater
 
 DEFAULT_MARGIN = 3.0  # points: the paired policy's largest tolerated loss
@@ -36,6 +37,8 @@ class TaskEvidence:
     forced_expected: bool = False  # the baseline's forced pass holds this task
     log_probs: bool = False  # the baseline has log-probabilities for this task
     margin: float | None = None  # the task's own margin (a suite's `margin`)
+    context: ContextFound | None = None  # the context task: divergence by position
+    context_expected: bool = False  # a context task (forced documents): judged by position
     missing: str | None = None  # why the task cannot be judged at all
     skipped: bool = False
 
@@ -117,6 +120,20 @@ def _forced(e: TaskEvidence) -> list[Check]:
                                       "candidate's and a restart's")]
 
 
+def _context(e: TaskEvidence) -> list[Check]:
+    """A context task's checks: its KL by position against the restarts', and with
+    --max-ppl-rise its perplexity change beyond that rise."""
+    found = e.context
+    if found is None or found.test is None or not found.test.items:
+        return [not_run(e.task, "context", "needs the documents forced in the baseline, the "
+                                           "candidate and a noise run")]
+    checks = [weigh(e.task, "context", found.test.p_value, found.min_p)]
+    if found.ppl_p is not None:
+        checks.append(weigh(e.task, "context-ppl", found.ppl_p, min(found.ppl_min_p,
+                                                                     found.min_p)))
+    return checks
+
+
 def gating(c: Check, o: Options) -> bool:
     """Whether the check fails a task when it alarms: every check but the divergence ones,
     and those too with --max-kl."""
@@ -127,6 +144,8 @@ def task_checks(e: TaskEvidence, o: Options) -> list[Check]:
     """Every check of one task, before adjustment."""
     if e.skipped or e.missing:
         return []
+    if e.context_expected:
+        return _context(e)
     found = _accuracy(e) + _drift(e)
     found += _count(e.task, "truncated", e.truncated) + _count(e.task, "empty", e.empty)
     return found + _lengths(e) + _recovery(e, o) + _divergence(e) + _forced(e)

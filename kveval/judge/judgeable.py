@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kveval.errors import IncomparableError, UsageError
 from kveval.formats.records import ItemRecord
@@ -75,3 +76,28 @@ def forceable(item: ItemRecord) -> bool:
     from kveval.formats.unforced import unforceable
 
     return unforceable(item) is None
+
+
+def check_max_kl(family: Any, base: Side, noises: Sequence[Side],
+                 divergences: Sequence[Any], forced: Any = None,
+                 context: Sequence[Any] = ()) -> None:
+    """--max-kl and --max-ppl-rise need what they judge: log-probabilities, noise runs
+    (forced restarts for the forced KL, a context task's restarts for its curve)."""
+    from kveval.judge import positions
+
+    positions.check_ppl_rise(family.max_ppl_rise, context)
+    if family.max_kl is None or any(c.test for c in context):
+        return
+    if forced is not None:
+        if not forced.noises:
+            raise UsageError("--max-kl judges the forced KL against forced restarts: give "
+                             "--noise-forced N")
+        return
+    if not any(item.logprobs is not None for item in base.items):
+        raise UsageError("--max-kl: the baseline has no log-probabilities (run the baseline, "
+                         "the candidate and the noise runs with --logprobs K)")
+    if not noises:
+        raise UsageError("--max-kl judges the KL against the noise floor: give --noise N")
+    if not any(d.test for d in divergences):
+        raise UsageError("--max-kl: no task has log-probabilities in the baseline, candidate "
+                         "and noise runs (run them with --logprobs K)")

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from kveval.errors import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, IncomparableError, UsageError
+from kveval.errors import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, IncomparableError
+from kveval.judge import positions
 from kveval.judge.accuracy import (
     METRICS,
     Accuracy,
@@ -45,10 +46,11 @@ from kveval.judge.detect import Detectable, task_detectable
 from kveval.judge.floor import CountTest
 from kveval.judge.forced import Forced, check_forced, forced_divergences, forced_tasks
 from kveval.judge.inputs import Inputs, prepared
-from kveval.judge.judgeable import Need, check_error_rate, check_skip
+from kveval.judge.judgeable import Need, check_error_rate, check_max_kl, check_skip
 from kveval.judge.kl_test import TaskDivergence, task_divergences
 from kveval.judge.length_pool import length_pool
 from kveval.judge.pooled import pooled_accuracy
+from kveval.judge.positions import ContextFound
 from kveval.judge.setup import (
     Difference,
     Setup,
@@ -75,6 +77,7 @@ class Family:
     alpha: float = ALPHA
     max_kl: float | None = None
     min_recovery: float | None = None
+    max_ppl_rise: float | None = None  # percent, the context task's perplexity check
     curves: CurveOptions = field(default_factory=CurveOptions)
     skip: tuple[str, ...] = ()
 
@@ -94,6 +97,7 @@ class Examined:
     inputs: Inputs | None = None  # the runs as judged: copies counted once, bad batches apart
     forced: tuple[TaskDivergence, ...] = ()  # teacher-forced, against the baseline's own pass
     forced_runs: Forced | None = None
+    context: tuple[ContextFound, ...] = ()  # the context tasks, by position
 
     @property
     def levels(self) -> Levels:
@@ -104,7 +108,7 @@ class Examined:
     def detectable(self) -> dict[str, tuple[Detectable, ...]]:
         """By task: the smallest change each tested figure catches (judge/detect.py)."""
         return {e.task: task_detectable(e, self.levels) for e in self.evidence
-                if not e.skipped and not e.missing}
+                if not e.skipped and not e.missing and not e.context_expected}
 
     def pooled(self, task: str) -> CountTest | None:
         """The task's accuracy check: its wrong answers against the baseline's setup."""
@@ -137,6 +141,8 @@ class _Found:
     length_pools: dict[str, dict[int, tuple[float, float]]]
     forced: dict[str, TaskDivergence]
     forced_tasks: frozenset[str]
+    context: dict[str, ContextFound]
+    context_tasks: frozenset[str]
 
 
 def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> TaskEvidence:
@@ -166,7 +172,8 @@ def _evidence(name: str, found: _Found, base: Side, skip: Sequence[str]) -> Task
         forced=forced.test if forced is not None else None,
         forced_expected=name in found.forced_tasks,
         log_probs=any(i.logprobs is not None for i in base.items if i.task == name),
-        margin=task_margin(base, name))
+        margin=task_margin(base, name), context=found.context.get(name),
+        context_expected=name in found.context_tasks)
 
 
 def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequence[Side] = (),
@@ -183,17 +190,21 @@ def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequen
                                skip=family.skip)
     judged = with_worst_case(judged_accuracy(comparison.pairing, family.metric), base, cand)
     curves = task_curves(cand.items, base.items, base.label, family.curves)
-    divergences = tuple(task_divergences(comparison.pairing.pairs,
-                                         [p.pairs for p in comparison.noise_pairings],
-                                         family.max_kl))
+    documents = positions.context_tasks(base.header.tasks if base.header else [])
+    pairs = [comparison.pairing.pairs, *(p.pairs for p in comparison.noise_pairings)]
+    kept = [positions.apart(p, documents) for p in pairs]
+    divergences = tuple(task_divergences(kept[0], kept[1:], family.max_kl))
+    labels = [run.label for run in (cand, *noises)]
+    context = positions.all_context(documents, pairs, labels, family)
     forced_found = forced_divergences(forced, family.max_kl) if forced else ()
-    check_max_kl(family, base, noises, divergences, forced)
+    check_max_kl(family, base, noises, divergences, forced, context)
     wrong = {a.task: t for a in judged
              if (t := pooled_accuracy(a.task, base, noises, cand, a.metric)) is not None}
     pools = {task: length_pool(task, base, noises, cand) for task in curves}
     found = _Found({t.task: t for t in comparison.tasks}, {a.task: a for a in judged},
                    curves, {d.task: d for d in divergences}, wrong, pools,
-                   {d.task: d for d in forced_found}, forced_tasks(forced))
+                   {d.task: d for d in forced_found}, forced_tasks(forced),
+                   {c.task: c for c in context}, documents)
     names = dict.fromkeys([*(item.task for item in base.items),
                            *(t.task for t in comparison.tasks)])
     evidence = tuple(_evidence(n, found, base, family.skip) for n in names)
@@ -201,26 +212,8 @@ def examine(base: Side, cand: Side, noises: Sequence[Side] = (), repeats: Sequen
                       min_recovery=family.min_recovery)
     checks, _ = decide(evidence, options)
     return Examined(comparison, judged, curves, divergences, evidence, checks, family,
-                    inputs, forced_found, forced)
+                    inputs, forced_found, forced, context)
 
-
-def check_max_kl(family: Family, base: Side, noises: Sequence[Side],
-                 divergences: Sequence[TaskDivergence], forced: Forced | None = None) -> None:
-    if family.max_kl is None:
-        return
-    if forced is not None:
-        if not forced.noises:
-            raise UsageError("--max-kl judges the forced KL against forced restarts: give "
-                             "--noise-forced N")
-        return
-    if not any(item.logprobs is not None for item in base.items):
-        raise UsageError("--max-kl: the baseline has no log-probabilities (run the baseline, "
-                         "the candidate and the noise runs with --logprobs K)")
-    if not noises:
-        raise UsageError("--max-kl judges the KL against the noise floor: give --noise N")
-    if not any(d.test for d in divergences):
-        raise UsageError("--max-kl: no task has log-probabilities in the baseline, candidate "
-                         "and noise runs (run them with --logprobs K)")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ _CLIENT_ERRORS = ("HTTP 400", "HTTP 404", "HTTP 413", "HTTP 422")
 
 
 def _size(job: Job) -> int:
+    if job.item.meta.get("tokens") and job.item.prompt is not None:  # a forced document
+        return min(len(job.item.prompt), 4 * int(job.item.meta["tokens"]))
     if job.item.prompt is not None:
         return len(job.item.prompt)
     return sum(len(m.get("content", "")) for m in job.item.messages or ())

@@ -59,7 +59,7 @@ def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:
     if spec.adapter == "prompts" and opts.prompts_file:
         data = opts.prompts_file
     params = {k: v for k, v in opts.params.items() if k != "copy_lengths" or spec.adapter == "copy"}
-    params = params if spec.adapter in LONG_CONTEXT else {}
+    params = params if spec.adapter in LONG_CONTEXT or spec.adapter == "context" else {}
     if spec.adapter == "gsm8k":
         params = opts.fewshot
     if opts.logprobs is not None:
@@ -81,4 +81,9 @@ def load_task_data(spec: TaskSpec) -> tuple[Any, str | None]:
         check_input(Path(spec.data).expanduser(), error=DataError)  # a FIFO would block
         prompts = data.load_prompts(spec.data)
         return prompts, prompts.source
+    if spec.adapter == "context":
+        from kveval.run.documents import load_documents
+
+        documents = load_documents(spec.data)
+        return documents, documents.source
     return None, None

@@ -206,17 +206,27 @@ def run_session(opts: RunOptions) -> int:
     loaded, sources = {}, {}
     for spec in resolved.specs:
         loaded[spec.name], sources[spec.name] = load_task_data(spec)
-    logits_all = any(spec.params.get("logprobs") for spec in resolved.specs)
+    logits_all = any(spec.params.get("logprobs") or spec.adapter == "context"
+                     for spec in resolved.specs)
     with open_target(opts, logits_all) as target:
         built, sizing = build_items(resolved.specs, loaded, target)
         header = make_header(opts, target, resolved, {**sources, **sizing},
                              {spec.name: len(items) for spec, items in built})
-        jobs = in_order(plan(built, target.model, opts.seed, resolved.extra_body),
+        jobs = in_order(_documents(plan(built, target.model, opts.seed, resolved.extra_body),
+                                   target, opts),
                         out.old.header if out.old else header)  # a resumed run keeps its order
         if not jobs:
             raise UsageError("nothing to run: the tasks built no items")
         return send_all(opts, target, header, jobs, out, started,
                         [spec.name for spec in resolved.specs])
+
+
+def _documents(jobs: list[Job], target: Target, opts: RunOptions) -> list[Job]:
+    """The context task's items forced as documents by the server's best method."""
+    from kveval.run.forcing.plan import with_documents
+
+    return with_documents(jobs, target.base_url, target.model, target.info.fingerprint, opts,
+                          api_key(), target.endpoint_label == EMBEDDED)
 
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],

@@ -63,7 +63,12 @@ def kl_test_of(ex: Examined, c: Check) -> KlTest | None:
 
 def rise_words(ex: Examined, c: Check) -> str:
     """A divergence check's rise in nats and over the floor: "gsm8k forced KL +0.0012 nats
-    (+6.1% over the floor)"."""
+    (+6.1% over the floor)"; the context task's with where it starts."""
+    found = next((f for f in ex.context if f.task == c.task), None)
+    if c.kind == "context" and found is not None:
+        from kveval.show.context_view import rise_words as context_rise
+
+        return context_rise(found, c)
     test = kl_test_of(ex, c)
     what = f"{c.task} {'forced KL' if c.kind == 'forced' else 'KL'}"
     if test is None:

@@ -10,6 +10,7 @@ from kveval.judge.compare import Comparison, Drift, Pair
 from kveval.judge.verdict import Examined, Setup
 from kveval.show.blocks import CONTEXT, Block, Heading, Note, SideBySide, Table
 from kveval.show.checks_view import check_lines, checks_table, notices, warnings_sentence
+from kveval.show.context_view import context_blocks
 from kveval.show.curves import headed
 from kveval.show.divergence import divergence_blocks
 from kveval.show.sections import not_forced_lines, pairing_line, setup_blocks, sides_block
@@ -110,7 +111,7 @@ def compare_blocks(setup: Setup | None, ex: Examined) -> list[Block]:
     blocks += setup_blocks(setup)
     blocks += [drift_table(c), *task_lines(ex)]
     blocks += [Heading("collapse"), collapse_table(c), REPETITION_NOTE, *check_lines(ex)]
-    blocks += headed(ex.curves, ex.checks) + divergence_blocks(ex)
+    blocks += headed(ex.curves, ex.checks) + divergence_blocks(ex) + context_blocks(ex)
     warned = warnings_sentence(ex)
     blocks += [f"divergence: {warned}"] if warned else []
     blocks += [Heading("checks"), checks_table(ex.checks), *detectable_lines(ex)]

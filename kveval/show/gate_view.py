@@ -14,6 +14,7 @@ from kveval.show.checks_view import (
     warnings_sentence,
 )
 from kveval.show.compare_view import collapse_table
+from kveval.show.context_view import context_blocks
 from kveval.show.curves import headed
 from kveval.show.divergence import divergence_blocks, forced_blocks
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
@@ -206,6 +207,7 @@ def gate_blocks(r: GateReport) -> list[Block]:
     blocks += headed(ex.curves, ex.checks)
     blocks += divergence_blocks(ex)
     blocks += forced_blocks(ex)
+    blocks += context_blocks(ex)
     blocks.append(pairing_line(c.pairing, c.base.label, c.candidate.label))
     blocks += [Note(n) for n in notices(ex)]
     return blocks + [gate_summary(r)]

@@ -11,6 +11,7 @@ from kveval.judge.decide import TaskDecision
 from kveval.judge.verdict import (
     GateReport,
 )
+from kveval.show import context_view
 from kveval.show.curves import attach
 from kveval.show.divergence import add_json
 from kveval.show.gate_view import decision_reason, gate_summary
@@ -53,6 +54,7 @@ def gate_json(r: GateReport) -> dict[str, Any]:
         "policy": r.policy, "margin_points": r.margin if r.policy == "paired" else None,
         "metric": r.metric,
         "min_recovery": ex.family.min_recovery, "max_kl": ex.family.max_kl,
+        "max_ppl_rise": ex.family.max_ppl_rise,
         "baseline": side_json(c.base), "candidate": side_json(c.candidate),
         "noise": side_json(c.noise),
         "noises": [side_json(n) for n in c.noises],
@@ -72,7 +74,8 @@ def gate_json(r: GateReport) -> dict[str, Any]:
         "needs": [dataclasses.asdict(n) for n in r.needs],
         "summary": gate_summary(r),
     }
-    return attach_detectable(add_json(attach(data, ex.curves, ex.checks), ex), ex)
+    return attach_detectable(context_view.add_json(
+        add_json(attach(data, ex.curves, ex.checks), ex), ex), ex)
 
 
 def cannot_judge_json(reason: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from kveval.judge.verdict import (
     ScoreReport,
     Setup,
 )
+from kveval.show import context_view
 from kveval.show.blocks import Block, Heading, Note, Rendered, SideBySide, Table
 from kveval.show.checks_view import notice_items, shown_checks, warnings_sentence
 from kveval.show.curves import attach
@@ -203,7 +204,8 @@ def compare_json(setup: Setup | None, ex: Examined) -> dict[str, Any]:
         **family_json(ex),
         "tasks": [task_drift_json(t, ex) for t in c.tasks],
     }
-    return attach_detectable(add_json(attach(data, ex.curves, ex.checks), ex), ex)
+    return attach_detectable(context_view.add_json(
+        add_json(attach(data, ex.curves, ex.checks), ex), ex), ex)
 
 
 def paired_json(c: PairedComparison, base: str, candidate: str, check: Check | None = None,

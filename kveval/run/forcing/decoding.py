@@ -1,5 +1,10 @@
 """llama-server's forced decoding: one `/completion` request per answer position, each
-prompt the last one's plus the forced token, on one slot so each reuses the prefix it holds."""
+prompt the last one's plus the forced token, on one slot so each reuses the prefix it holds.
+
+Each request also biases the forced token to be the one generated (`logit_bias`, applied by
+the sampler after the log-probabilities are taken from the raw logits): llama-server then
+reports that token's own log-probability from the whole vocabulary, so a position whose
+forced token falls outside the top-K still has it (a broken cache pushes most of them out)."""
 
 from __future__ import annotations
 
@@ -20,15 +25,18 @@ async def score(item: Forced, conn: Connection, prompt: list[int], ids: list[int
     scored: list[Scored] = []
     async with (item.pool or SlotPool(None)).take() as slot:
         for i in positions:
-            body = _body(item, prompt + ids[:i], slot)
+            body = _body(item, prompt + ids[:i], slot, ids[i])
             data = await post_json(conn, item.tokenizer.root + "/completion", body)
             scored.append(decoded(data, ids[i], pieces[i] if pieces else None))
     return scored, len(scored)
 
 
-def _body(item: Forced, prompt: list[int], slot: int | None) -> dict[str, Any]:
+FORCE_BIAS = 1000.0  # added to the forced token's logit by the sampler alone
+
+
+def _body(item: Forced, prompt: list[int], slot: int | None, want: int) -> dict[str, Any]:
     body = {**item.extra, "prompt": prompt, "n_predict": 1, "n_probs": item.k,
-            "temperature": 0.0, "cache_prompt": True}
+            "temperature": 0.0, "cache_prompt": True, "logit_bias": [[want, FORCE_BIAS]]}
     if slot is not None:
         body["id_slot"] = slot
     if item.seed is not None:
@@ -44,6 +52,8 @@ def decoded(data: Any, want: int, piece: str | None) -> Scored:
         tops = first["top_logprobs"]
         top = outcomes((str(t["token"]), logprob(t["logprob"])) for t in tops)
         own = next((logprob(t["logprob"]) for t in tops if t["id"] == want), None)
+        if own is None and first.get("id") == want and "logprob" in first:
+            own = logprob(first["logprob"])  # generated under the bias: its raw probability
         text = piece if piece is not None else next(
             (str(t["token"]) for t in tops if t["id"] == want), "")
     except (KeyError, IndexError, TypeError) as exc:

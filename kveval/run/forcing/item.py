@@ -16,7 +16,8 @@ from typing import Any
 
 from kveval.masking import mask
 from kveval.run.client import Connection, Reply, send
-from kveval.run.forcing import decoding, prompt_logprobs, sglang
+from kveval.run.forcing import decoding, document, prompt_logprobs, sglang
+from kveval.run.forcing.document import Document
 from kveval.run.forcing.forced import Forced
 from kveval.run.forcing.scores import Scored
 from kveval.run.forcing.token_ids import EXACT, RETOKENIZED, UNCHECKED, ForcedFailure, same_tokens
@@ -29,13 +30,17 @@ MALFORMED = (ForcedFailure, ValueError, TypeError, KeyError, IndexError, Attribu
              OverflowError, RecursionError)
 
 
-async def exchange(item: Forced, conn: Connection) -> Reply:
-    """The item's reply: every answer position scored."""
+async def exchange(item: Forced | Document, conn: Connection) -> Reply:
+    """The item's reply: every answer position scored (a document's: every position)."""
+    if isinstance(item, Document):
+        return await document.exchange(item, conn)
     return await _run(item, conn, last_only=False)
 
 
-async def probe(item: Forced, conn: Connection) -> Reply:
+async def probe(item: Forced | Document, conn: Connection) -> Reply:
     """The pre-flight request: the item's longest position only."""
+    if isinstance(item, Document):
+        return await document.exchange(item, conn, last_only=True)
     return await _run(item, conn, last_only=True)
 
 

@@ -94,11 +94,15 @@ def forced_body(prompt: str, answer: str, model: str, k: int, seed: int | None,
 
 def forced_records(baseline: Run, limit: int | None) -> tuple[list[ItemRecord], Listed]:
     """The baseline's answered items, in file order, the first `limit` of each task; and
-    the items before that cut that have no answer to score, by task and reason."""
+    the items before that cut that have no answer to score, by task and reason. A context
+    task's documents are forced in every run already (run/forcing/document.py): left out."""
+    documents = {t.get("name") for t in baseline.header.tasks if t.get("adapter") == "context"}
     kept: list[ItemRecord] = []
     left: Listed = {}
     counts: dict[str, int] = {}
     for record in baseline.items:
+        if record.task in documents:
+            continue
         if limit is not None and counts.get(record.task, 0) >= limit:
             continue
         reason = unforceable(record)
@@ -250,3 +254,44 @@ def plan_run(baseline: Run, base_url: str, model: str, fingerprint: dict[str, An
             click.echo(f"note: {one_line(task)}: {len(ids)} item(s) not teacher-forced: {why}",
                        err=True)
     return plan, method
+
+
+def with_documents(jobs: Sequence[Job], base_url: str, model: str, fingerprint: dict[str, Any],
+                   opts: Any, api_key: str | None, embedded: bool) -> list[Job]:
+    """The jobs, each of the context task forced as a document (run/forcing/document.py) by
+    the best method the server offers, chosen once."""
+    from kveval.run.forcing.method import Probe, select
+    from kveval.run.forcing.slots import SlotPool
+
+    if not any(job.spec.adapter == "context" for job in jobs):
+        return list(jobs)
+    method = select(Probe(base_url, model, api_key), fingerprint, embedded)
+    slots = SlotPool(method.slots) if method.name == "forced_decoding" else None
+    ctx = Context(method, base_url, model, DEFAULT_K, opts.seed, None, opts.extra_body,
+                  None, slots)
+    tokenizer = _tokenizer(ctx)
+    return [_document_job(job, ctx, tokenizer) if job.spec.adapter == "context" else job
+            for job in jobs]
+
+
+def _document_job(job: Job, ctx: Context, tokenizer: Any) -> Job:
+    from dataclasses import replace
+
+    from kveval.run.client import OWNED_KEYS
+    from kveval.run.forcing.document import Document
+    from kveval.run.forcing.forced import Answer, Forced
+    from kveval.safe import redact_url
+
+    text, k = job.item.prompt or "", int(job.spec.params.get("logprobs") or ctx.k)
+    extra = {key: v for key, v in (ctx.extra_body or {}).items() if key not in OWNED_KEYS}
+    echo = None
+    if ctx.method.name == "echo":
+        echo = (forced_body("", text, ctx.model, k, ctx.seed, ctx.extra_body), (0, len(text)))
+    forced = Forced(tokenizer, redact_url(ctx.base_url).rstrip("/"), None, None,
+                    Answer(text, None, "length", None), k, ctx.seed, extra, ctx.slots, echo)
+    tokens = int(job.item.meta.get("tokens") or 0)
+    body = {"model": ctx.model, "document": job.item.meta.get("document"),
+            "characters": len(text), "tokens": tokens, "temperature": 0.0,
+            "teacher_force": ctx.method.name, "logprobs": k,
+            **({"seed": ctx.seed} if ctx.seed is not None else {})}
+    return replace(job, body=body, span=None, forced=Document(forced, text, tokens))
