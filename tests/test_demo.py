@@ -20,16 +20,18 @@ from kveval.run.tasks import load_suite
 HAVE_ENGINE = all(importlib.util.find_spec(m) is not None for m in engine_setup.SERVER_MODULES)
 HAVE_MODEL = importlib.util.find_spec(engine_setup.BUNDLED_PACKAGE) is not None
 LABELS = ("f16-a", "f16-b", "q8_0")
-TASKS = {"gsm8k", "prompts", "short-prompts"}
+TASKS = {"gsm8k", "prompts", "short-prompts", "context"}
 
 
 def test_suite_file_loads_and_logprobs_only_where_divergence_needs_them(tmp_path: Path) -> None:
     suite = tmp_path / "suite.toml"
     suite.write_text(suite_toml(Sizes(), bundled_gsm8k()))
     specs = {spec.name: spec for spec in load_suite(str(suite))}
-    assert list(specs) == ["gsm8k", "prompts", "short-prompts"]
+    assert list(specs) == ["gsm8k", "prompts", "short-prompts", "context"]
     assert {name for name, spec in specs.items() if spec.params.get("logprobs")} == {
-        "short-prompts"}
+        "short-prompts", "context"}  # a document's positions are log-probabilities
+    assert specs["context"].limit == 1
+    assert max(specs["context"].params["lengths"]) == Sizes().context_tokens
     assert specs["short-prompts"].params["logprobs"] == 5
     short = specs["short-prompts"]
     assert short.adapter == "prompts" and short.max_tokens == Sizes().short_tokens
@@ -49,9 +51,9 @@ def test_limit_cuts_every_task(tmp_path: Path) -> None:
     suite = tmp_path / "suite.toml"
     suite.write_text(suite_toml(Sizes().cut(2), bundled_gsm8k()))
     assert {spec.name: spec.limit for spec in load_suite(str(suite))} == {
-        "gsm8k": 2, "prompts": 2, "short-prompts": 2,
+        "gsm8k": 2, "prompts": 2, "short-prompts": 2, "context": 1,
     }  # fmt: skip
-    assert Sizes().cut(2).items == 6 and Sizes().items == 24
+    assert Sizes().cut(2).items == 7 and Sizes().items == 25
 
 
 def test_the_bundled_slice_holds_the_demos_questions_and_shots() -> None:
@@ -118,9 +120,10 @@ def check_run_files(out: Path) -> None:
         sources = {task["name"]: task["data_source"] for task in header["tasks"]}
         assert sources["gsm8k"] == str(Path(bundled_gsm8k()).resolve())  # offline by default
         items = [json.loads(line) for line in lines[1:]]
-        assert {item["task"] for item in items} == TASKS and len(items) == 6
+        assert {item["task"] for item in items} == TASKS and len(items) == 7
         assert all(item["status"] == "ok" for item in items)
-        assert {item["task"] for item in items if item.get("logprobs")} == {"short-prompts"}
+        assert {item["task"] for item in items if item.get("logprobs")} == {"short-prompts",
+                                                                               "context"}
     assert kinds == {"f16-a": "f16", "f16-b": "f16", "q8_0": "q8_0"}
 
 

@@ -44,10 +44,14 @@ class Sizes:
     # the same prompts, short answers with top-5 log-probabilities: the divergence line
     short_prompts: int = 8
     short_tokens: int = 16  # each costs ~0.1 CPU s: the vocabulary ranked in Python
+    # one bundled document forced from its first token, judged by position (0-256, 256-512,
+    # 512-1k): one echo a run, about 10 CPU s (a prefill and the vocabulary ranked in Python
+    # at every position); 2k tokens cost 30-50 s a run
+    context_tokens: int = 1024
 
     @property
     def items(self) -> int:
-        return self.gsm8k + self.prompts + self.short_prompts
+        return self.gsm8k + self.prompts + self.short_prompts + 1  # the document
 
     def cut(self, limit: int | None) -> Sizes:
         if limit is None:
@@ -67,7 +71,11 @@ def suite_toml(sizes: Sizes, gsm8k_data: str) -> str:
         f"max_tokens = {sizes.prompt_tokens}\n\n"
         "# the same prompts, short answers with top-5 log-probabilities: token divergence\n"
         f'[[task]]\nname = "short-prompts"\nadapter = "prompts"\nlimit = {sizes.short_prompts}\n'
-        f"max_tokens = {sizes.short_tokens}\nlogprobs = 5\n"
+        f"max_tokens = {sizes.short_tokens}\nlogprobs = 5\n\n"
+        "# one long document forced from its first token: KL and perplexity by position\n"
+        f'[[task]]\nname = "context"\nlimit = 1\n'
+        f"lengths = [{sizes.context_tokens // 4}, {sizes.context_tokens // 2}, "
+        f"{sizes.context_tokens}]\n"
     )
 
 

@@ -266,3 +266,34 @@ def scatter_chart(points: Sequence[tuple[str, str, float, float]],
             ax.legend(loc="upper left", frameon=False)
 
     return _draw(3.2, 1, paint)
+
+
+# ---------------------------------------------------------------- the context task by position
+
+
+@dataclass(frozen=True)
+class PositionPanel:
+    title: str  # the y axis: "mean KL (nats)", "perplexity change (%)"
+    lines: Sequence[tuple[str, Sequence[float | None]]]  # each candidate's, by bucket
+    band: Sequence[tuple[float, float]] | None  # the restarts' lowest and highest, by bucket
+
+
+def position_chart(buckets: Sequence[str], panels: Sequence[PositionPanel]) -> str:
+    """Side by side, a value by position bucket: each candidate a line, the restarts a grey
+    band (a line where they agree)."""
+    def paint(fig: Any, axes: Any) -> None:
+        xs = list(range(len(buckets)))
+        for ax, panel in zip(axes, panels, strict=False):
+            if panel.band:
+                ax.fill_between(xs, [lo for lo, _ in panel.band], [hi for _, hi in panel.band],
+                                color=NOISE, alpha=0.35, lw=1, label="restarts (floor)")
+            for i, (label, ys) in enumerate(panel.lines):
+                ax.plot(xs, [float("nan") if y is None else y for y in ys], marker="o",
+                        ms=3, lw=1.4, label=label, color=COLOURS[(i + 1) % len(COLOURS)])
+            ax.set_xticks(xs, list(buckets))
+            ax.set_xlabel("position (tokens)")
+            ax.set_ylabel(panel.title)
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=8, frameon=False)
+
+    return _draw(2.6, len(panels), paint)

@@ -68,14 +68,15 @@ def sentence(found: ContextFound, check: Check | None) -> str:
                 "so no rise can be told from a restart's own")
     rise = test.candidate_kl - test.noise_kl
     where = starts(found, check)
+    beyond = f"by more than {test.shift:g} nats " if test.shift else ""
+    figures = f"{test.candidate_kl:.3g} nats against {test.noise_kl:.3g}"
     if not check.alarmed:
-        return (f"{found.task}: no rise of the KL beyond the restarts' floor "
-                f"({test.candidate_kl:.3g} nats against {test.noise_kl:.3g}; Holm-adjusted "
-                f"{p_text(check.adjusted_p)})")
+        return (f"{found.task}: no rise of the KL {beyond}beyond the restarts' floor shown "
+                f"({figures}; Holm-adjusted {p_text(check.adjusted_p)})")
     onset = f", from positions {where.label} on" if where else ""
-    return (f"{found.task}: the KL rose {rise:+.3g} nats over the restarts' floor "
-            f"({test.candidate_kl:.3g} against {test.noise_kl:.3g}{onset}; Holm-adjusted "
-            f"{p_text(check.adjusted_p)})")
+    tolerated = f", more than the {test.shift:g} nats tolerated," if test.shift else ""
+    return (f"{found.task}: the KL rose {rise:+.3g} nats over the restarts' floor{tolerated} "
+            f"({figures}{onset}; Holm-adjusted {p_text(check.adjusted_p)})")
 
 
 def rise_words(found: ContextFound, check: Check) -> str:

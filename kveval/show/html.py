@@ -16,6 +16,7 @@ from kveval.safe import terminal
 from kveval.show import charts
 from kveval.show.trade_view import trade_section
 from kveval.show.view import accuracy_section, drift_section, setup_section, verdict_section
+from kveval.show.view_context import context_section
 from kveval.show.view_detail import changed_section, extras_section
 from kveval.show.view_long import long_context_section
 
@@ -82,6 +83,7 @@ def context(data: Mapping[str, Any]) -> dict[str, Any]:
         "accuracy": accuracy_section(data),
         "drift": drift_section(data),
         "long_context": long_context_section(data, (base, cand)),
+        "by_position": context_section(data),
         "extras": extras_section(data, run_labels(data)),
         "changed": changed_section(data),
     }
