@@ -12,9 +12,11 @@ secret and per base64 spelling catches the spellings no list can hold (each char
 an answer's escape, mixed as a writer pleases). A secret split by one line break (raw, or
 `\\n` as JSON writes it: a server's log wrapping the key it was sent) is masked whole.
 
-Every command registers the secrets it can know of at start-up (`from_environment`, the
-`--endpoint` option) and whatever it reads that names one (`named_secrets`: lm-eval's
-`model_args`); `kveval/sink.py`, the one door out, masks through `mask`. Imports only
+A secret is what is secret by name, by form or by the user's word, never every value.
+Every command registers those it can know of at start-up (`from_environment`, `--endpoint`,
+`kveval ab`'s servers: run/ab/env.py) and whatever it reads that names one (`named_secrets`:
+lm-eval's `model_args`); kveval/sink.py, the one door out, masks text through `mask` and a
+JSON value through `masked`, inside its strings before it is serialized. Imports only
 kveval/spelled.py: every part may use it.
 """
 
@@ -260,6 +262,20 @@ def mask(text: str, secrets: Iterable[str] | None = None) -> str:
             and _ENCODED.search(text)):
         text = _encoded(text)
     return text
+
+
+def masked(value: Any) -> Any:
+    """A JSON value with every registered secret masked inside its strings, before it is
+    serialized: a number, a boolean, null, a key and the structure stay as they are."""
+    if not (_sorted[0] or _patterns):
+        return value
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, Mapping):
+        return {k: masked(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(v) for v in value]
+    return value
 
 
 def mask_named(value: Any) -> Any:

@@ -113,7 +113,7 @@ def arguments(opts: AbOptions) -> dict[str, Any]:
         "teacher_force": opts.teacher_force, "speed": opts.speed,
         "concurrency": opts.concurrency, "model": opts.model, "noise_runs": opts.noise_runs,
     }
-    masked: dict[str, Any] = json.loads(json_text(json.dumps(found)))
+    masked: dict[str, Any] = json.loads(json_text(found))
     return masked
 
 
@@ -184,7 +184,7 @@ def write_state(path: Path, state: State) -> None:
     from kveval.sink import json_text
 
     try:
-        write_bytes(path, json_text(json.dumps(state.to_json(), indent=2) + "\n").encode())
+        write_bytes(path, (json_text(state.to_json(), indent=2, ensure_ascii=True) + "\n").encode())
     except OSError as exc:
         raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
