@@ -40,8 +40,8 @@ MIN_KEY = 8
 # Key names whose values are secrets: api_key, api-key, X-Api-Key, accessToken, token,
 # password, passphrase, key, Authorization, ... (tokenizer, max_tokens, detokenize are not)
 SECRET_NAME = re.compile(r"(?i)(api[_-]?key|(private|access|secret)[_-]?key|[a-z]token($|[_.-])|"
-                         r"(^|[_.-])(token|secret|password|passwd|passphrase|pwd|credentials?|"
-                         r"authorization|auth|bearer|key|cookie)($|[_.-]))")
+                         r"(^|[_.-])(token|secrets?|passwords?|passwd|passphrase|pass|pwd|"
+                         r"credentials?|authorization|auth|bearer|keys?|cookies?)($|[_.-]))")
 # Values that are credentials whatever their key's name: an Authorization header, an OpenAI,
 # Hugging Face, GitHub, GitLab, Slack or AWS key, a JSON web token.
 CREDENTIAL = re.compile(r"(?i)\b(bearer|basic|token)\s+[\w.~+/=-]{8,}|\b(sk|pk|rk)-[\w-]{8,}|"
@@ -56,6 +56,7 @@ URL_VARIABLES = ("KVEVAL_ENDPOINT", *PROXY_VARIABLES)
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")  # where a pattern can match
 
+_secrets: list[str] = []  # as given to register_secrets: what a child process registers again
 _registered: set[str] = set()
 _patterns: dict[str, re.Pattern[str]] = {}  # by the literal each matches once decoded
 _raw: set[str] = set()  # the secrets as registered: masked across a line break too
@@ -217,8 +218,9 @@ def register(spellings: Iterable[str]) -> None:
 def register_secrets(secrets: Iterable[str]) -> None:
     """Secrets masked by `mask` from now on, in every spelling."""
     for secret in secrets:
-        if not secret or len(secret) < MIN_LENGTH:
+        if not secret or len(secret) < MIN_LENGTH or secret in _secrets:
             continue
+        _secrets.append(secret)
         register(family(secret))
         for part in [secret, *_pieces(secret)]:
             if len(part) < MIN_LENGTH:
@@ -231,6 +233,7 @@ def register_secrets(secrets: Iterable[str]) -> None:
 
 def forget() -> None:
     """The end of a command: nothing registered any more."""
+    _secrets.clear()
     _registered.clear()
     _patterns.clear()
     _raw.clear()
@@ -239,6 +242,12 @@ def forget() -> None:
 
 def registered() -> tuple[str, ...]:
     return _sorted[0]
+
+
+def secrets() -> tuple[str, ...]:
+    """The secrets registered (not their spellings): what another process registers again
+    to mask as this one does."""
+    return tuple(_secrets)
 
 
 def _encoded(text: str) -> str:
