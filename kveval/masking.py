@@ -12,12 +12,11 @@ secret and per base64 spelling catches the spellings no list can hold (each char
 an answer's escape, mixed as a writer pleases). A secret split by one line break (raw, or
 `\\n` as JSON writes it: a server's log wrapping the key it was sent) is masked whole.
 
-A secret is what is secret by name, by form or by the user's word, never every value.
-Every command registers those it can know of at start-up (`from_environment`, `--endpoint`,
-`kveval ab`'s servers: run/ab/env.py) and whatever it reads that names one (`named_secrets`:
-lm-eval's `model_args`); kveval/sink.py, the one door out, masks text through `mask` and a
-JSON value through `masked`, inside its strings before it is serialized. Imports only
-kveval/spelled.py: every part may use it.
+A secret is what is secret by name, by form or by the user's word, never every value: each
+command registers those it can know of at start-up (`from_environment`, `--endpoint`, `kveval
+ab`'s servers: run/ab/env.py) and as it reads (`named_secrets`: lm-eval's `model_args`);
+kveval/sink.py masks text through `mask` and a JSON value through `masked`, inside its
+strings before it is serialized. Imports only kveval/spelled.py: every part may use it.
 """
 
 from __future__ import annotations
@@ -209,19 +208,14 @@ def forms(api_key: str | None = None, url: str | None = None) -> tuple[str, ...]
     return tuple(sorted(found, key=lambda s: (-len(s), s)))
 
 
-def register(spellings: Iterable[str]) -> None:
-    """Literal strings masked by `mask` from now on."""
-    _registered.update(s for s in spellings if s and len(s) >= MIN_LENGTH)
-    _sorted[0] = tuple(sorted(_registered, key=lambda s: (-len(s), s)))
-
-
 def register_secrets(secrets: Iterable[str]) -> None:
     """Secrets masked by `mask` from now on, in every spelling."""
     for secret in secrets:
         if not secret or len(secret) < MIN_LENGTH or secret in _secrets:
             continue
         _secrets.append(secret)
-        register(family(secret))
+        _registered.update(family(secret))
+        _sorted[0] = tuple(sorted(_registered, key=lambda s: (-len(s), s)))
         for part in [secret, *_pieces(secret)]:
             if len(part) < MIN_LENGTH:
                 continue
@@ -245,9 +239,13 @@ def registered() -> tuple[str, ...]:
 
 
 def secrets() -> tuple[str, ...]:
-    """The secrets registered (not their spellings): what another process registers again
-    to mask as this one does."""
+    """The secrets registered, not their spellings: what another process registers again."""
     return tuple(_secrets)
+
+
+def register_filled(mark: str, value: str) -> None:
+    """Each secret holding `mark` (`{port}`, `{slot}`) registered with `value` in its place."""
+    register_secrets([s.replace(mark, value) for s in secrets() if mark in s])
 
 
 def _encoded(text: str) -> str:

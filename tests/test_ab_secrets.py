@@ -1,6 +1,7 @@
 """`kveval ab` with settings and secrets in the servers' environment and command line
 (tests/ab_server.py): settings in clear in every file, which all parse and resume; a key in
-`--serve` resumes and is in no file, a changed key is a changed setup."""
+`--serve` resumes and is in no file (nor one holding `{port}`, as the server got it), a
+changed key is a changed setup."""
 
 from __future__ import annotations
 
@@ -79,8 +80,10 @@ def test_settings_in_the_environment_are_in_clear_every_file_parses_and_it_resum
 
 def secret_args() -> tuple[list[str], str]:
     args = ["--baseline-env", "LLAMA_ARG_MODEL_URL=https://bob:pw-prefix-5521@h.example/m",
+            "--baseline-env", "API_TOKEN=tok-{port}-filled",
             "--candidate-env", "VLLM_EXTRA_KEYS=sk-prefixed-key-123456789"]
-    return args, f"--api-key {KEY} --model-url https://alice:pw-in-url-93b1@h.example/m.gguf"
+    return args, (f"--api-key {KEY} --model-url https://alice:pw-in-url-93b1@h.example/m.gguf "
+                  "--echo-env API_TOKEN")
 
 
 def test_a_key_in_serve_resumes_is_on_no_file_and_a_changed_key_is_refused(
@@ -96,7 +99,9 @@ def test_a_key_in_serve_resumes_is_on_no_file_and_a_changed_key_is_refused(
     seen = "".join(files.values()) + first.stdout + first.stderr + again.stdout + again.stderr
     assert [s for s in SECRETS if s in seen] == []
     assert "--api-key scrypt:" in files[tmp_path / "ab" / "baseline.jsonl"].splitlines()[0]
-    assert "fake server: argv " in files[tmp_path / "ab" / "servers" / "baseline.log"]
+    log = files[tmp_path / "ab" / "servers" / "baseline.log"]
+    assert "fake server: argv " in log and "fake server: env API_TOKEN=***" in log
+    assert "-filled" not in seen  # the secret as the server got it, its port filled in
     changed = ab(tmp_path, *args, extra=extra.replace(KEY, KEY + "-new"))
     assert changed.returncode == 2
     line = last_line(changed.stderr)

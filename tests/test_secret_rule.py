@@ -177,3 +177,10 @@ def test_nothing_registered_masks_nothing() -> None:
     value = {"seed": 1234, "run": False, "tasks": [{"name": "gsm8k"}]}
     assert masking.masked(value) is value
     assert json.loads(json_text(value)) == value
+
+
+def test_a_secret_holding_a_port_or_slot_is_masked_as_the_server_gets_it() -> None:
+    masking.register_secrets(secret_values([("API_TOKEN", "tok-{port}-{gpu}-x")], []))
+    masking.register_filled("{port}", "8123")
+    masking.register_filled("{gpu}", "3")
+    assert file_text("env API_TOKEN=tok-8123-3-x") == "env API_TOKEN=***"
