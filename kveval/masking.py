@@ -12,10 +12,11 @@ secret and per base64 spelling catches the spellings no list can hold (each char
 an answer's escape, mixed as a writer pleases). A secret split by one line break (raw, or
 `\\n` as JSON writes it: a server's log wrapping the key it was sent) is masked whole.
 
-Every command registers the secrets it can know of at start-up (`from_environment`, the
-`--endpoint` option) and whatever it reads that names one (`named_secrets`: lm-eval's
-`model_args`); `kveval/sink.py`, the one door out, masks through `mask`. Imports only
-kveval/spelled.py: every part may use it.
+A secret is what is secret by name, by form or by the user's word, never every value: each
+command registers those it can know of at start-up (`from_environment`, `--endpoint`, `kveval
+ab`'s servers: run/ab/env.py) and as it reads (`named_secrets`: lm-eval's `model_args`);
+kveval/sink.py masks text through `mask` and a JSON value through `masked`, inside its
+strings before it is serialized. Imports only kveval/spelled.py: every part may use it.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ MIN_KEY = 8
 # Key names whose values are secrets: api_key, api-key, X-Api-Key, accessToken, token,
 # password, passphrase, key, Authorization, ... (tokenizer, max_tokens, detokenize are not)
 SECRET_NAME = re.compile(r"(?i)(api[_-]?key|(private|access|secret)[_-]?key|[a-z]token($|[_.-])|"
-                         r"(^|[_.-])(token|secret|password|passwd|passphrase|pwd|credentials?|"
-                         r"authorization|auth|bearer|key|cookie)($|[_.-]))")
+                         r"(^|[_.-])(token|secrets?|passwords?|passwd|passphrase|pass|pwd|"
+                         r"credentials?|authorization|auth|bearer|keys?|cookies?)($|[_.-]))")
 # Values that are credentials whatever their key's name: an Authorization header, an OpenAI,
 # Hugging Face, GitHub, GitLab, Slack or AWS key, a JSON web token.
 CREDENTIAL = re.compile(r"(?i)\b(bearer|basic|token)\s+[\w.~+/=-]{8,}|\b(sk|pk|rk)-[\w-]{8,}|"
@@ -54,6 +55,7 @@ URL_VARIABLES = ("KVEVAL_ENDPOINT", *PROXY_VARIABLES)
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")  # where a pattern can match
 
+_secrets: list[str] = []  # as given to register_secrets: what a child process registers again
 _registered: set[str] = set()
 _patterns: dict[str, re.Pattern[str]] = {}  # by the literal each matches once decoded
 _raw: set[str] = set()  # the secrets as registered: masked across a line break too
@@ -206,18 +208,14 @@ def forms(api_key: str | None = None, url: str | None = None) -> tuple[str, ...]
     return tuple(sorted(found, key=lambda s: (-len(s), s)))
 
 
-def register(spellings: Iterable[str]) -> None:
-    """Literal strings masked by `mask` from now on."""
-    _registered.update(s for s in spellings if s and len(s) >= MIN_LENGTH)
-    _sorted[0] = tuple(sorted(_registered, key=lambda s: (-len(s), s)))
-
-
 def register_secrets(secrets: Iterable[str]) -> None:
     """Secrets masked by `mask` from now on, in every spelling."""
     for secret in secrets:
-        if not secret or len(secret) < MIN_LENGTH:
+        if not secret or len(secret) < MIN_LENGTH or secret in _secrets:
             continue
-        register(family(secret))
+        _secrets.append(secret)
+        _registered.update(family(secret))
+        _sorted[0] = tuple(sorted(_registered, key=lambda s: (-len(s), s)))
         for part in [secret, *_pieces(secret)]:
             if len(part) < MIN_LENGTH:
                 continue
@@ -229,6 +227,7 @@ def register_secrets(secrets: Iterable[str]) -> None:
 
 def forget() -> None:
     """The end of a command: nothing registered any more."""
+    _secrets.clear()
     _registered.clear()
     _patterns.clear()
     _raw.clear()
@@ -237,6 +236,16 @@ def forget() -> None:
 
 def registered() -> tuple[str, ...]:
     return _sorted[0]
+
+
+def secrets() -> tuple[str, ...]:
+    """The secrets registered, not their spellings: what another process registers again."""
+    return tuple(_secrets)
+
+
+def register_filled(mark: str, value: str) -> None:
+    """Each secret holding `mark` (`{port}`, `{slot}`) registered with `value` in its place."""
+    register_secrets([s.replace(mark, value) for s in secrets() if mark in s])
 
 
 def _encoded(text: str) -> str:
@@ -260,6 +269,20 @@ def mask(text: str, secrets: Iterable[str] | None = None) -> str:
             and _ENCODED.search(text)):
         text = _encoded(text)
     return text
+
+
+def masked(value: Any) -> Any:
+    """A JSON value with every registered secret masked inside its strings, before it is
+    serialized: a number, a boolean, null, a key and the structure stay as they are."""
+    if not (_sorted[0] or _patterns):
+        return value
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, Mapping):
+        return {k: masked(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(v) for v in value]
+    return value
 
 
 def mask_named(value: Any) -> Any:

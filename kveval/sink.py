@@ -8,9 +8,11 @@
   secret, so one split across two writes is masked whole. A terminal that takes less than
   Unicode (`LC_ALL=C`, `PYTHONIOENCODING=ascii`) gets what it cannot show as `\\uXXXX`
   escapes (valid inside `--json`'s strings too), never a UnicodeEncodeError.
-- JSON (`--json`, check's JSON, run-file lines): `json_text`, with DEL, C1 and the Unicode
+- JSON (`--json`, check's JSON, run-file lines, ab.json, figures): `json_text`, from the
+  value: secrets masked inside its strings before it is serialized (masking.masked), so a
+  number, a boolean, a key or the structure is never changed, then DEL, C1 and the Unicode
   line separators written as \\u escapes (they can stand only inside strings, so the JSON
-  means the same) and secrets masked.
+  means the same).
 - Pages, Markdown and job summaries: `file_text`, masked and stripped as a terminal's text.
 
 Imports kveval.masking and kveval.safe only: every part of the package may use it.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -56,11 +59,18 @@ def _unicode(encoding: str) -> bool:
         return False
 
 
-def json_text(text: str) -> str:
-    """JSON text as it leaves kveval: no raw DEL, C1 or line separator, secrets masked."""
+def json_text(value: Any, **options: Any) -> str:
+    """A JSON value as it leaves kveval: every secret masked inside its strings before it is
+    serialized (never a number, a boolean, a key or the structure), no raw DEL, C1 or line
+    separator. `options` are json.dumps's (by default compact where there is no indent, and
+    not ASCII only)."""
+    if options.get("indent") is None:
+        options.setdefault("separators", (",", ":"))
+    options.setdefault("ensure_ascii", False)
+    text = json.dumps(masking.masked(value), **options)
     if not text.isascii():  # the usual line is ASCII: no regex pass over it
         text = _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return masking.mask(text)
+    return text
 
 
 def file_text(text: str) -> str:

@@ -2,7 +2,7 @@
 
     python tests/ab_server.py --port P [--fault F] [--count FILE] [--pids FILE]
                               [--latency S] [--flip P] [--hold-at N]
-                              [--cache-type-k T] [--cache-type-v T]
+                              [--cache-type-k T] [--cache-type-v T] [--echo-env NAME]
 
 It serves /health, /v1/models, /v1/completions and /v1/chat/completions with a canned
 answer, logs a llama.cpp-shaped KV cache line sized by the cache types, appends its pid to
@@ -14,7 +14,8 @@ each request carries, split across two lines). `--flip P`: a share P of the prom
 otherwise, drawn afresh at each start.
 `--hold-at N`: once `--count` holds N answer requests (its servers' together), every
 further one waits (120 s at most) until a file `<count>.release` exists, so a test interrupts
-a run at a known place.
+a run at a known place. It logs its command line and the value of each `--echo-env NAME`;
+a flag it does not know (`--model-url URL`) is taken and left unused.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--cache-type-k", default="f16")
     p.add_argument("--cache-type-v", default="f16")
     p.add_argument("--api-key")
-    return p.parse_args()
+    p.add_argument("--echo-env", action="append", default=[])
+    return p.parse_known_args()[0]  # any other flag (--model-url URL): taken, unused
 
 
 def append(path: str | None, line: str) -> None:
@@ -210,6 +212,9 @@ def main() -> None:
     args = parse()
     append(args.pids, str(os.getpid()))
     print(f"fake server: starting on port {args.port}", flush=True)
+    print(f"fake server: argv {' '.join(sys.argv[1:])}", flush=True)
+    for name in args.echo_env:
+        print(f"fake server: env {name}={os.environ.get(name)}", flush=True)
     if args.fault == "exit":
         print("error: failed to load model 'missing.gguf'", flush=True)
         sys.exit(1)

@@ -103,7 +103,7 @@ def test_a_sweep_file_names_its_candidates(tmp_path: Path) -> None:
     done = sweep(tmp_path, "--sweep", str(found), "--dry-run", "--teacher-force", "off")
     assert done.returncode == 0, done.stderr
     assert "start 4: q4: " in done.stdout and "start 5: q4-slow: OMP_NUM_THREADS=1 " \
-        "PGPASSWORD=sha256:" in done.stdout
+        "PGPASSWORD=scrypt:" in done.stdout
     assert "hunter2secret" not in done.stdout
     assert "a page per candidate" in done.stdout
 

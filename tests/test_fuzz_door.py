@@ -66,7 +66,7 @@ def test_a_secret_in_u_escapes_is_masked_on_file_and_terminal(kind: str, upper: 
     text, plain = spelled(kind, upper)
     answer = before + text + after
     assert not leaked(file_text(answer), plain)
-    written = json_text(json.dumps({"output": answer}))
+    written = json_text({"output": answer})
     assert not leaked(written, plain)
     assert plain not in unescaped(json.loads(written)["output"])
 
@@ -77,7 +77,7 @@ def test_a_key_split_by_one_line_break_is_masked(at: int, brk: str, before: str,
     answer = f"{before} {KEY[:at]}{brk}{KEY[at:]} {after}"
     assert masking.MASK in file_text(answer)
     assert KEY[:at] + brk + KEY[at:] not in file_text(answer)
-    written = json_text(json.dumps({"output": answer}))
+    written = json_text({"output": answer})
     assert KEY not in json.loads(written)["output"].replace("\r", "").replace("\n", "")
 
 

@@ -32,8 +32,13 @@ SERVE_HELP = ("The server command, `{port}` where the port goes, e.g. \"llama-se
               help="An environment variable of a candidate's server (repeatable; NAME: "
                    "where there are several).")
 @click.option("--record-env", multiple=True, metavar="NAME",
-              help="An environment variable whose value is recorded in clear (every value "
-                   "passed to a server is a secret, fingerprinted, unless plainly a setting).")
+              help="An environment variable recorded in clear though its name looks like a "
+                   "secret's (a value shaped like a credential stays masked).")
+@click.option("--secret-env", multiple=True, metavar="NAME",
+              help="An environment variable whose value is a secret: masked everywhere, "
+                   "recorded as a fingerprint (a value is one already where its name says "
+                   "KEY, TOKEN, SECRET, PASSWORD, AUTH... or its form is a credential: "
+                   "user:password@ in a URL, sk-..., hf_...; any other is recorded in clear).")
 @click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
               metavar="N", help="Servers up at once, each its own slot: {slot} or {gpu} in "
                                 "--serve or an env value takes its number.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -47,7 +46,7 @@ def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
         result = _embedded(model, kv_cache_type, ctx, timeout)
     from kveval.sink import json_text
 
-    click.echo(json_text(json.dumps(result.to_json(), indent=1, ensure_ascii=False))
+    click.echo(json_text(result.to_json(), indent=1)
                if as_json else render(result.to_json()))
     if result.problems:
         raise EndpointError("a rollout suite cannot run here: " + "; ".join(result.problems))

@@ -89,9 +89,11 @@ class ServerFigures(msgspec.Struct, frozen=True):
 
 def write_figures(path: Path, figures: ServerFigures) -> None:
     from kveval.atomic import write_bytes
+    from kveval.formats.limits import writable
     from kveval.sink import json_text
 
-    text = json_text(msgspec.json.encode(figures).decode("utf-8"))
+    # msgspec's builtins, NaN and the infinities as null (as msgspec.json writes them)
+    text = json_text(writable(msgspec.to_builtins(figures)))
     try:
         write_bytes(path, text.encode("utf-8") + b"\n")
     except OSError as exc:

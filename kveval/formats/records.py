@@ -115,11 +115,14 @@ class Run:
         return list(dict.fromkeys(item.task for item in self.items))
 
 
-def to_json(record: RunHeader | ItemRecord) -> str:
+def as_dict(record: RunHeader | ItemRecord) -> dict[str, Any]:
     # Fields hold plain JSON values already: a shallow dict avoids asdict's deep copy.
-    data = (msgspec.structs.asdict(record) if isinstance(record, ItemRecord)
+    return (msgspec.structs.asdict(record) if isinstance(record, ItemRecord)
             else {f.name: getattr(record, f.name) for f in fields(record)})
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def to_json(record: RunHeader | ItemRecord) -> str:
+    return json.dumps(as_dict(record), ensure_ascii=False, separators=(",", ":"))
 
 
 def iter_items(runs: Iterable[Run]) -> Iterator[ItemRecord]:

@@ -19,7 +19,7 @@ from kveval.atomic import regular_target
 from kveval.errors import RunFileError
 from kveval.formats import lock
 from kveval.formats.limits import without_surrogates
-from kveval.formats.records import ItemRecord, RunHeader, to_json
+from kveval.formats.records import ItemRecord, RunHeader, as_dict
 from kveval.sink import json_text
 
 
@@ -61,7 +61,7 @@ def line(record: RunHeader | ItemRecord) -> bytes:
     """A record's line as written, through the one door out (kveval/sink.py: the run's
     secrets masked, C1 controls escaped); a lone surrogate a server sent (valid JSON, not
     UTF-8) becomes U+FFFD, so the line reads back."""
-    text = json_text(to_json(record)) + "\n"
+    text = json_text(as_dict(record)) + "\n"
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:

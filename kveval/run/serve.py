@@ -56,7 +56,12 @@ class Command:
     env: tuple[tuple[str, str], ...] = ()
 
     def at(self, port: int) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment with the port in place; a secret that holds
+        `{port}` is registered as the server gets it."""
+        from kveval.masking import register_filled
+
         put = str(port)
+        register_filled(PORT, put)
         argv = [arg.replace(PORT, put) for arg in self.argv]
         return argv, {key: value.replace(PORT, put) for key, value in self.env}
 

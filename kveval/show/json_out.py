@@ -4,7 +4,6 @@ escapes them, and a page that renders them escapes them itself."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,8 +51,7 @@ def _finite(value: Any) -> Any:
 def dumps(data: Mapping[str, Any]) -> str:
     from kveval.sink import json_text
 
-    return json_text(json.dumps(_finite(dict(data)), ensure_ascii=False, indent=2,
-                                allow_nan=False))
+    return json_text(_finite(dict(data)), indent=2, allow_nan=False)
 
 
 def check_json(c: Check) -> dict[str, Any]:

@@ -2,10 +2,9 @@
 
 Commands are split as a shell splits them (shlex) and run without a shell: what is recorded
 is exactly what ran. The secrets they carry are registered at once (kveval/masking.py), so
-no header, figure, log or message holds them: every value passed into a server's environment
-that is not plainly a setting (run/ab/env.py), the value of a command-line flag whose name
-looks like a secret (`--api-key KEY`, `--hf-token=TOKEN`), and any word shaped like a
-credential.
+no header, figure, log or message holds them: what is secret by its name, by its form or by
+`--secret-env NAME` (run/ab/env.py says which, the one place that does); every other value
+is a setting, recorded in clear.
 
 Candidates: `--candidate ARGS` (named `candidate`), `--candidate NAME=ARGS` (repeatable), and
 `--sweep FILE.toml`, one table per candidate (`[q8]` with `args` and `env`); each
@@ -20,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from kveval.errors import UsageError
-from kveval.run.ab.env import secret_values
-from kveval.run.ab.side import NAME, Env, Side, check_name, parse_env, split
+from kveval.run.ab.env import Names, secret_values
+from kveval.run.ab.side import NAME, Side, check_name, parse_env, split
 
 TEACHER_FORCE = ("auto", "on", "off")
 CANDIDATE = "candidate"  # a bare --candidate's name
@@ -54,6 +53,7 @@ class AbOptions:
     dry_run: bool = False
     grace: float = 30.0  # --stop-grace: SIGTERM to SIGKILL
     record_env: tuple[str, ...] = ()  # names whose values are recorded in clear
+    secret_env: tuple[str, ...] = ()  # names whose values are secrets
     salt: str = ""  # the experiment's own (ab.json): secrets' fingerprints
     parallel: int = 1  # servers up at once
     limit: int | None = None  # items a task in this pass (--detect sizes it), else the suite's
@@ -66,19 +66,9 @@ class AbOptions:
     def sides(self) -> tuple[Side, ...]:
         return (self.baseline, *self.candidates)
 
-
-def secrets(argv: tuple[str, ...], env: Env, recorded: tuple[str, ...] = ()) -> list[str]:
-    """The secrets a command line and its environment carry (see the module's docstring)."""
-    from kveval.masking import SECRET_NAME, looks_like_credential
-
-    found = secret_values(env, argv, recorded)
-    for at, word in enumerate(argv):
-        name, sep, value = word.lstrip("-").partition("=")
-        if word.startswith("-") and SECRET_NAME.search(name):
-            found += [value] if sep else list(argv[at + 1:at + 2])
-        elif looks_like_credential(word):
-            found.append(word)
-    return [s for s in found if s]
+    @property
+    def names(self) -> Names:
+        return Names(self.record_env, self.secret_env)
 
 
 def named(value: str) -> tuple[str, str]:
@@ -147,10 +137,10 @@ def from_cli(o: dict[str, Any]) -> AbOptions:
                     parse_env(tuple(o["baseline_env"]), "--baseline-env"))
     found = candidates(o)
     check_distinct(baseline, found)
-    recorded = tuple(o.get("record_env") or ())
+    names = Names(tuple(o.get("record_env") or ()), tuple(o.get("secret_env") or ()))
     for side in (baseline, *found):
-        register_secrets(secrets((*serve, *side.args), side.env, recorded))
+        register_secrets(secret_values(side.env, (*serve, *side.args), names))
     return AbOptions(serve, baseline, tuple(found), o["noise_runs"], o["suite"], o["data"],
                      o["teacher_force"], o["speed"], Path(o["output"]), o["ready_timeout"],
-                     o["concurrency"], o["model"], o["dry_run"], o["stop_grace"], recorded,
-                     parallel=o.get("parallel") or 1)
+                     o["concurrency"], o["model"], o["dry_run"], o["stop_grace"], names.record,
+                     names.secret, parallel=o.get("parallel") or 1)

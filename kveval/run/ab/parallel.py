@@ -68,7 +68,7 @@ class Reference:
 def child(opts: AbOptions, start: Start, slot: int, api_key: str | None,
           secrets: tuple[str, ...], pipe: Connection, baseline_ended: Any) -> None:
     """One start, in a child process; its outcome goes back through `pipe`."""
-    from kveval.masking import register
+    from kveval.masking import register_secrets
     from kveval.run.ab.forcing import Forcing
     from kveval.run.ab.plan import Folder
     from kveval.run.ab.state import read_state
@@ -78,7 +78,7 @@ def child(opts: AbOptions, start: Start, slot: int, api_key: str | None,
     from kveval.sink import installed
 
     die_with_parent()  # kveval killed outright: this child too, so its server's watchdog ends it
-    register(secrets)
+    register_secrets(secrets)  # every spelling, as kveval's own process masks them
     folder = Folder(opts.output)
     with installed(), signals_as_interrupt():  # the one door out, as in kveval's own process
         try:
@@ -104,11 +104,11 @@ class Running:
 
 def launch(opts: AbOptions, start: Start, slot: int, api_key: str | None,
            baseline_ended: Any) -> Running:
-    from kveval.masking import registered
+    from kveval.masking import secrets
 
     here, there = multiprocessing.get_context("spawn").Pipe(duplex=False)
     process = multiprocessing.get_context("spawn").Process(
-        target=child, args=(opts, start, slot, api_key, registered(), there, baseline_ended),
+        target=child, args=(opts, start, slot, api_key, secrets(), there, baseline_ended),
         name=f"kveval-ab-{start.label}", daemon=True)
     process.start()
     there.close()

@@ -53,26 +53,36 @@ def _sha256(path: str) -> str | None:
 
 def recorded_env(opts: AbOptions, side: Side) -> dict[str, str]:
     """A side's environment as records hold it: settings in clear, secrets fingerprinted."""
-    return {k: shown(k, v, opts.salt, opts.record_env) for k, v in side.env}
+    return {k: shown(k, v, opts.salt, opts.names) for k, v in side.env}
 
 
 def recorded_serve(opts: AbOptions) -> list[str]:
-    return recorded_argv(opts.serve, opts.salt, opts.record_env)
+    return recorded_argv(opts.serve, opts.salt, opts.names)
 
 
 def recorded_command(opts: AbOptions, side: Side) -> list[str]:
-    return [*recorded_serve(opts), *side.args]
+    """The whole command as records hold it (a flag of --serve whose value is the side's
+    first word is read as one command reads it)."""
+    return recorded_argv(opts.command(side), opts.salt, opts.names)
+
+
+def recorded_args(opts: AbOptions, side: Side) -> list[str]:
+    return recorded_command(opts, side)[len(opts.serve):]
 
 
 def setup_of(opts: AbOptions, side: Side) -> dict[str, str]:
     """The setup every run header of this side records (`{port}` and `{slot}` kept, secrets
-    fingerprinted): a restart of the same setup continues a cut run."""
+    fingerprinted), masked as a header is written: a restart of the same setup continues a
+    cut run, and the setup on file is compared with this same form."""
+    from kveval.masking import masked
+
     setup = {"server_command": shlex.join(recorded_command(opts, side))}
     if side.args:
-        setup["server_args"] = shlex.join(side.args)
+        setup["server_args"] = shlex.join(recorded_args(opts, side))
     if side.env:
         setup["server_env"] = " ".join(f"{k}={v}" for k, v in recorded_env(opts, side).items())
-    return setup
+    found: dict[str, str] = masked(setup)
+    return found
 
 
 def check_ours(opts: AbOptions, starts: Sequence[Any]) -> None:
@@ -96,16 +106,16 @@ def check_ours(opts: AbOptions, starts: Sequence[Any]) -> None:
 
 
 def _candidate(opts: AbOptions, side: Side) -> dict[str, Any]:
-    return {"args": list(side.args), "env": recorded_env(opts, side)}
+    return {"args": recorded_args(opts, side), "env": recorded_env(opts, side)}
 
 
 def arguments(opts: AbOptions) -> dict[str, Any]:
-    """The arguments as ab.json records them (secrets fingerprinted, then masked on the way
-    out)."""
+    """The arguments as ab.json records them (secrets fingerprinted, and masked as they are
+    written: the form on file, compared with the one on file when the experiment resumes)."""
     from kveval.sink import json_text
 
     found = {
-        "serve": recorded_serve(opts), "baseline": list(opts.baseline.args),
+        "serve": recorded_serve(opts), "baseline": recorded_args(opts, opts.baseline),
         "baseline_env": recorded_env(opts, opts.baseline),
         "candidates": {s.name: _candidate(opts, s) for s in opts.candidates},
         "suite": str(Path(opts.suite).resolve()), "suite_sha256": _sha256(opts.suite),
@@ -113,7 +123,7 @@ def arguments(opts: AbOptions) -> dict[str, Any]:
         "teacher_force": opts.teacher_force, "speed": opts.speed,
         "concurrency": opts.concurrency, "model": opts.model, "noise_runs": opts.noise_runs,
     }
-    masked: dict[str, Any] = json.loads(json_text(json.dumps(found)))
+    masked: dict[str, Any] = json.loads(json_text(found))
     return masked
 
 
@@ -184,7 +194,7 @@ def write_state(path: Path, state: State) -> None:
     from kveval.sink import json_text
 
     try:
-        write_bytes(path, json_text(json.dumps(state.to_json(), indent=2) + "\n").encode())
+        write_bytes(path, (json_text(state.to_json(), indent=2, ensure_ascii=True) + "\n").encode())
     except OSError as exc:
         raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
 

@@ -67,7 +67,13 @@ class Context:
 
 
 def placed(command: serve.Command, slot: int) -> serve.Command:
-    """The command with its slot's number where `{slot}` or `{gpu}` stand."""
+    """The command with its slot's number where `{slot}` or `{gpu}` stand (a secret that
+    holds one registered as the server gets it)."""
+    from kveval.masking import register_filled
+
+    for mark in SLOTS:
+        register_filled(mark, str(slot))
+
     def put(text: str) -> str:
         for mark in SLOTS:
             text = text.replace(mark, str(slot))
