@@ -22,8 +22,8 @@ from kveval.show.kld_view import CAPTURE_NOTE, kld_block, kld_json
 from kveval.show.kld_view import row as kld_row
 from kveval.show.words import check_result, pct, testable
 
-ESTIMATOR = ("KL(baseline || run) per token, over the tokens in both top-K sets plus one "
-             "'any other token' outcome: a lower bound of the full-vocabulary KL")
+ESTIMATOR = ("KL(baseline || run) per token from both runs' top-K (a token a run did not "
+             "list has at most its K-th probability): a lower bound of the full-vocabulary KL")
 
 
 def nats(x: float | None) -> str:
