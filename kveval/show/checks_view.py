@@ -10,7 +10,7 @@ from kveval.judge.checks import KL_KINDS, Check, first
 from kveval.judge.kl_test import KlTest
 from kveval.judge.verdict import Examined
 from kveval.show.blocks import Block, Table
-from kveval.show.words import count_sentence, p_text, p_value, testable
+from kveval.show.words import count_sentence, over_floor, p_text, p_value, testable
 
 
 def check_outcome(c: Check) -> str:
@@ -74,8 +74,7 @@ def rise_words(ex: Examined, c: Check) -> str:
     if test is None:
         return what
     rise = test.candidate_kl - test.noise_kl
-    over = (f"{100 * rise / test.noise_kl:+.1f}% over the floor" if test.noise_kl > 0
-            else "from a floor of 0")
+    over = over_floor(rise, test.noise_kl) if test.noise_kl > 0 else "from a floor of 0"
     return f"{what} {rise:+.2g} nats ({over})"
 
 
