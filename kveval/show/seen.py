@@ -30,10 +30,10 @@ def _divergence(d: Detectable) -> str:
     if d.value == 0:
         return f"any rise of the KL above a quiet floor (0) would be caught ({size})"
     if d.floor:
-        rise = (f"a mean KL {d.value:.2g} nats per token above the noise floor's "
+        rise = (f"a per-item mean KL {d.value:.2g} nats per token above the noise floor's "
                 f"{d.floor:.3g} ({over_floor(d.value, d.floor)})")
     else:
-        rise = f"a mean KL {d.value:.2g} nats per token above a quiet floor (0)"
+        rise = f"a per-item mean KL {d.value:.2g} nats per token above a quiet floor (0)"
     return f"{rise} would be caught {100 * POWER:.0f}% of the time ({size})"
 
 
