@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from llama_server import BINARY, llama_server  # noqa: E402
 
 from kveval.formats.reader import read_run  # noqa: E402
-from kveval.judge.divergence import kl_topk  # noqa: E402
+from kveval.judge.kl_bound import kl_topk  # noqa: E402
 from kveval.run.forcing.token_ids import recorded_tokens  # noqa: E402
 
 

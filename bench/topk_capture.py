@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kveval.judge.divergence import kl_topk  # noqa: E402
+from kveval.judge.kl_bound import kl_topk  # noqa: E402
 from kveval.run.engine_setup import KV_CACHE_TYPES, bundled_model_path  # noqa: E402
 from kveval.run.logprobs import outcomes  # noqa: E402
 

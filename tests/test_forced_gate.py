@@ -77,7 +77,8 @@ def test_a_forced_rise_is_a_check_of_the_family_named_beside_the_verdict(
     test = task["forced_divergence"]["test"]
     assert test["candidate_kl"] == pytest.approx(KL_MOVED, rel=1e-3)
     assert test["noise_kl"] == 0 and test["noise_runs"] == 2
-    assert "prompts forced KL +0.023 nats (from a floor of 0)" in data["summary"]
+    assert "prompts forced KL +0.023 nats per token, per-item mean (from a floor of 0)" \
+        in data["summary"]
     code, text, _ = gate(capsys, runs, "candidate-forced")
     assert "teacher-forced divergence (each forced pass against baseline-forced" in text
 

@@ -7,13 +7,9 @@ the same prefix there, and chose differently). A teacher-forced run (`kveval run
 --teacher-force BASE`) holds the baseline's own answer tokens, so it is compared over the
 whole answer.
 
-The KL estimator. Each position records the top-K tokens of both runs. Let S be the tokens
-in both top-K sets; the outcomes are each token of S, plus one extra outcome "any other
-token" holding the leftover mass 1 - sum(S) on each side (a token in only one top-K set
-falls into it, since its probability on the other side is unknown). Both sides' masses of
-these K' + 1 outcomes are exact, so this is KL(baseline || other) of a coarse-graining of the
-vocabulary, and by the data-processing inequality a lower bound of the full-vocabulary KL:
-a reported KL is never larger than the true one. It is 0 for identical distributions.
+The KL estimator: judge/kl_bound.py `kl_topk`, a lower bound of the full-vocabulary
+KL(baseline || other) from both runs' top-K and, where both records hold it, the baseline
+token's own log-probability; it does not vanish when the two top-K sets are disjoint.
 """
 
 from __future__ import annotations
@@ -26,9 +22,8 @@ from typing import Any
 import numpy as np
 
 from kveval.errors import RunFileError
+from kveval.judge.kl_bound import kl_topk
 from kveval.judge.kld import KldTable, kld_table
-
-TINY = 1e-12  # a probability below what 4-decimal log-probabilities resolve
 
 
 @dataclass(frozen=True)
@@ -84,18 +79,6 @@ def top_distribution(lp: Mapping[str, Any], i: int) -> dict[str, float]:
     return {t: math.exp(v) for t, v in pairs}
 
 
-def kl_topk(p: Mapping[str, float], q: Mapping[str, float]) -> float:
-    """KL(p || q) over the tokens in both top-K sets plus one "any other token" outcome."""
-    shared = [t for t in p if t in q]
-    ps = np.array([p[t] for t in shared] + [0.0])
-    qs = np.array([q[t] for t in shared] + [0.0])
-    ps[-1], qs[-1] = max(1.0 - ps[:-1].sum(), 0.0), max(1.0 - qs[:-1].sum(), 0.0)
-    ps, qs = ps / ps.sum(), np.maximum(qs / qs.sum(), TINY)
-    from scipy.special import rel_entr
-
-    return max(float(rel_entr(ps, qs).sum()), 0.0)
-
-
 def _top1(lp: Mapping[str, Any], i: int) -> str | None:
     tops = lp["top_tokens"][i]
     return tops[0] if tops else None
@@ -119,11 +102,12 @@ def compared_positions(base: Mapping[str, Any], other: Mapping[str, Any]) -> tup
 def position(base: Mapping[str, Any], other: Mapping[str, Any], i: int) -> Position:
     token = base["tokens"][i]
     mine, theirs = token_logprob(base, i, token), token_logprob(other, i, token)
+    p_base = None if mine is None else math.exp(mine)
+    p_other = None if theirs is None else math.exp(theirs)
+    known = None if p_base is None or p_other is None else (token, p_base, p_other)
     return Position(
-        kl=kl_topk(top_distribution(base, i), top_distribution(other, i)),
-        top1_same=_top1(base, i) == _top1(other, i),
-        p_base=None if mine is None else math.exp(mine),
-        p_other=None if theirs is None else math.exp(theirs),
+        kl=kl_topk(top_distribution(base, i), top_distribution(other, i), known),
+        top1_same=_top1(base, i) == _top1(other, i), p_base=p_base, p_other=p_other,
     )
 
 

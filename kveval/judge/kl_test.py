@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from kveval.judge.divergence import TINY, Divergence, ItemDivergence, per_item, summarize
+from kveval.judge.divergence import Divergence, ItemDivergence, per_item, summarize
+from kveval.judge.kl_bound import TINY
 
 ASSUMED_KL_SPREAD = 0.25  # log-sd of a restart's mean KL where fewer than three runs show it
 

@@ -10,7 +10,7 @@ over sqrt(n) (reported as 0 for 10 values or fewer, as llama.cpp does), a quanti
 interpolates linearly between order statistics, the RMS's error is the MSE's standard error
 times 1 / (2 RMS), same top's is sqrt(p (1 - p) / (n - 1)).
 
-One difference is the estimator: kveval's KL is the top-K bound of judge/divergence.py (a
+One difference is the estimator: kveval's KL is the top-K bound of judge/kl_bound.py (a
 lower bound of the full-vocabulary KL), and Δp is known only where the baseline token is in
 the other run's top-K or is its recorded token (forced decoding on llama-server reports the
 top-K alone); positions without it are counted apart (`dp_unknown`).
@@ -27,8 +27,8 @@ import numpy as np
 
 # The share of the full-vocabulary KL the top-K bound captures, measured on the embedded engine
 # with every position's logits (bench/topk_capture.py, SmolLM2-135M, 2,482 positions of q8_0
-# and q4_0 KV caches against f16): top-5 70.9% and 70.7%, top-20 86.5% and 85.4%.
-CAPTURE_SHARE = {5: 0.71, 20: 0.86}
+# and q4_0 KV caches against f16): top-5 71.7% and 74.8%, top-20 86.7% and 88.3%.
+CAPTURE_SHARE = {5: 0.73, 20: 0.87}
 
 KL_QUANTILES = (("median", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
 DP_QUANTILES = (("p0.1", 0.001), ("p1", 0.01), ("p5", 0.05), ("p10", 0.1), ("p25", 0.25),

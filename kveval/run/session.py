@@ -172,8 +172,10 @@ def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job
     records = execute(pending, config, opts.concurrency, lambda: out.writer(header),
                       f"run {opts.label}", before=_preflight(target, pending))
     every = out.every(records)
+    forced_from = str(header.teacher_force.get("baseline") or "the baseline") \
+        if header.teacher_force else ""
     return summarize(opts, every, records, time.perf_counter() - started, order,
-                     sentence(left_out(header.teacher_force, every)))
+                     sentence(left_out(header.teacher_force, every)), forced_from)
 
 
 def replayed(opts: RunOptions, old: Run | None) -> RunOptions:
@@ -230,11 +232,12 @@ def _documents(jobs: list[Job], target: Target, opts: RunOptions) -> list[Job]:
 
 
 def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
-              wall_s: float, order: Sequence[str] = (), not_forced: str = "") -> int:
+              wall_s: float, order: Sequence[str] = (), not_forced: str = "",
+              forced_from: str = "") -> int:
     from kveval.run.summary import render_run_summary
 
     click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output),
-                                  order=order, not_forced=not_forced))
+                                  order=order, not_forced=not_forced, forced_from=forced_from))
     errors = sum(1 for item in items if not item.ok)
     if errors:
         click.echo(f"{errors} item(s) failed; `kveval run ... --resume -o {opts.output}` "

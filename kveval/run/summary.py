@@ -43,23 +43,34 @@ def _no_accuracy(items: int, errors: int) -> str:
     return "no ground truth (compare it with `kveval compare`)"
 
 
+def _task_lines(task: str, mine: Sequence[ItemRecord], forced_from: str) -> list[str]:
+    errors = sum(1 for i in mine if not i.ok)
+    head = f"{one_line(task):<18}{len(mine):>6}{errors:>8}  "
+    if forced_from:
+        return [head + f"{len(mine) - errors} of {one_line(forced_from)}'s answers, forced"]
+    strict = _accuracy_line(mine, "correct_strict")
+    lines = [head + (_accuracy_line(mine, "correct") or _no_accuracy(len(mine), errors))]
+    return lines + ([f"{'':<18}{'':>6}{'':>8}  strict `#### N`: {strict}"] if strict else [])
+
+
 def render_run_summary(items: Sequence[ItemRecord], sent: int, wall_s: float, path: str,
-                       order: Sequence[str] = (), not_forced: str = "") -> str:
-    """Accuracy per task; tasks in `order` (the suite's) first, then any others as they come;
-    for a teacher-forced run, the baseline items it did not force (formats/unforced.py)."""
+                       order: Sequence[str] = (), not_forced: str = "",
+                       forced_from: str = "") -> str:
+    """Accuracy per task; tasks in `order` (the suite's) first, then any others as they come.
+    A teacher-forced run (forced_from: its baseline) holds the baseline's answers, so no
+    accuracy of its own: the answers it scored, and the baseline items it did not force
+    (formats/unforced.py)."""
     present = {i.task for i in items}
     tasks = [t for t in dict.fromkeys([*order, *(i.task for i in items)]) if t in present]
-    lines = [f"{'task':<18}{'items':>6}{'errors':>8}  accuracy (Wilson 95%)"]
+    lines = [f"{'task':<18}{'items':>6}{'errors':>8}  "
+             + ("teacher-forced" if forced_from else "accuracy (Wilson 95%)")]
     for task in tasks:
-        mine = [i for i in items if i.task == task]
-        errors = sum(1 for i in mine if not i.ok)
-        flexible = _accuracy_line(mine, "correct")
-        strict = _accuracy_line(mine, "correct_strict")
-        shown = flexible or _no_accuracy(len(mine), errors)
-        lines.append(f"{one_line(task):<18}{len(mine):>6}{errors:>8}  {shown}")
-        if strict:
-            lines.append(f"{'':<18}{'':>6}{'':>8}  strict `#### N`: {strict}")
+        lines += _task_lines(task, [i for i in items if i.task == task], forced_from)
     lines.append(f"{len(items)} items ({sent} sent this time) in {wall_s:.1f} s -> {path}")
+    if forced_from:
+        lines.append(f"the answers are {one_line(forced_from)}'s, forced: no accuracy of this "
+                     "server (their scores are the baseline's); `kveval compare` judges its "
+                     "log-probabilities")
     if not_forced:
         lines.append(f"baseline items not teacher-forced: {one_line(not_forced)}")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from kveval.judge.checks import KL_KINDS, Check, first
 from kveval.judge.kl_test import KlTest
 from kveval.judge.verdict import Examined
 from kveval.show.blocks import Block, Table
-from kveval.show.words import count_sentence, p_text, p_value, testable
+from kveval.show.words import count_sentence, over_floor, p_text, p_value, testable
 
 
 def check_outcome(c: Check) -> str:
@@ -62,8 +62,9 @@ def kl_test_of(ex: Examined, c: Check) -> KlTest | None:
 
 
 def rise_words(ex: Examined, c: Check) -> str:
-    """A divergence check's rise in nats and over the floor: "gsm8k forced KL +0.0012 nats
-    (+6.1% over the floor)"; the context task's with where it starts."""
+    """A divergence check's rise in nats and over the floor, of the per-item means its test
+    compares: "gsm8k forced KL +0.0012 nats per token, per-item mean (+6.1% over the floor)";
+    the context task's with where it starts."""
     found = next((f for f in ex.context if f.task == c.task), None)
     if c.kind == "context" and found is not None:
         from kveval.show.context_view import rise_words as context_rise
@@ -74,9 +75,8 @@ def rise_words(ex: Examined, c: Check) -> str:
     if test is None:
         return what
     rise = test.candidate_kl - test.noise_kl
-    over = (f"{100 * rise / test.noise_kl:+.1f}% over the floor" if test.noise_kl > 0
-            else "from a floor of 0")
-    return f"{what} {rise:+.2g} nats ({over})"
+    over = over_floor(rise, test.noise_kl) if test.noise_kl > 0 else "from a floor of 0"
+    return f"{what} {rise:+.2g} nats per token, per-item mean ({over})"
 
 
 def warnings_sentence(ex: Examined) -> str:

@@ -1,8 +1,9 @@
 """Renderings of token-level divergence: a table and a sentence per task, and their JSON.
 
-Worded like the drift line: "q8_0 raised the mean per-token KL from 0.0002 (restart) to
-0.011 nats on 16 items (per-item means; one-sided permutation within items): beyond the noise
-floor shown at alpha 0.05 (p = 0.0004; Holm-adjusted over 6 checks, p = 0.0024)". Each test is
+Worded like the drift line: "q8_0 raised the per-item mean KL from 0.0002 (restart) to
+0.011 nats per token on 16 items (the mean of each item's mean, ...; one-sided permutation
+within items): beyond the noise floor shown at alpha 0.05 (p = 0.0004; Holm-adjusted over 6
+checks, p = 0.0024)"; the table's KL mean pools all positions instead. Each test is
 a check of the gate's family; with --max-kl it can fail the task. The teacher-forced passes
 are drawn the same way, each against the baseline's own forced pass.
 """
@@ -22,8 +23,12 @@ from kveval.show.kld_view import CAPTURE_NOTE, kld_block, kld_json
 from kveval.show.kld_view import row as kld_row
 from kveval.show.words import check_result, pct, testable
 
-ESTIMATOR = ("KL(baseline || run) per token, over the tokens in both top-K sets plus one "
-             "'any other token' outcome: a lower bound of the full-vocabulary KL")
+ESTIMATOR = ("KL(baseline || run) per token from both runs' top-K (a token a run did not "
+             "list has at most its K-th probability): a lower bound of the full-vocabulary KL")
+
+
+PER_ITEM = ("the mean of each item's mean, every item weighing alike, where the table's KL "
+            "mean pools all positions")
 
 
 def nats(x: float | None) -> str:
@@ -54,7 +59,7 @@ def divergence_table(tasks: Sequence[TaskDivergence], candidate: str,
     for t in tasks:
         rows.append(_row(t.task, candidate, t.candidate))
         rows += [_row(t.task, label, d) for d, label in _noise_rows(t, noises)]
-    return Table(("task", "run", "items", "positions", "KL mean", "KL p99", "top-1 same",
+    return Table(("task", "run", "items", "positions", "KL mean (pooled)", "KL p99", "top-1 same",
                   "mean |dlogp|", "flip margin (n)"), tuple(rows))
 
 
@@ -73,14 +78,14 @@ def kl_sentence(t: TaskDivergence, candidate: str, noises: Sequence[str],
                 f"items; no noise run with log-probabilities to compare with")
     k, noise = t.test, _floor_name(t, noises)
     if k.candidate_kl > k.noise_kl:
-        what = (f"{candidate} raised the mean per-token KL from {nats(k.noise_kl)} ({noise}) "
-                f"to {nats(k.candidate_kl)} nats")
+        what = (f"{candidate} raised the per-item mean KL from {nats(k.noise_kl)} ({noise}) "
+                f"to {nats(k.candidate_kl)} nats per token")
     else:
-        what = (f"{candidate}'s mean per-token KL of {nats(k.candidate_kl)} nats is no higher "
-                f"than {noise}'s {nats(k.noise_kl)}")
+        what = (f"{candidate}'s per-item mean KL of {nats(k.candidate_kl)} nats per token is no "
+                f"higher than {noise}'s {nats(k.noise_kl)}")
     beyond = f"beyond the noise floor by more than {k.shift:g} nats" if k.shift else \
         "beyond the noise floor"
-    return (f"{what} on {k.items} items (per-item means; one-sided permutation within items, "
+    return (f"{what} on {k.items} items ({PER_ITEM}; one-sided permutation within items, "
             f"every noise run its own draw): {beyond} {check_result(check, family, noun)}")
 
 

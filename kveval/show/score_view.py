@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 
 from kveval.judge.checks import first
 from kveval.judge.collapse import length_ratio
+from kveval.judge.sides import Side
 from kveval.judge.verdict import Examined, PairedComparison, ScoreReport, TaskScore
+from kveval.safe import one_line
 from kveval.show.blocks import Block, Heading, Note, Table
 from kveval.show.checks_view import checks_table
 from kveval.show.sections import pairing_line, setup_blocks, sides_block
@@ -89,6 +91,17 @@ def paired_lines(r: ScoreReport, base: str, cand: str, ex: Examined | None) -> l
     return lines
 
 
+def forced_note(side: Side) -> str | None:
+    """A teacher-forced run holds the baseline's answers: their scores are not its own."""
+    tf = side.header.teacher_force if side.header else None
+    if not tf:
+        return None
+    base = one_line(str(tf.get("baseline") or "the baseline"))
+    return (f"{side.label} is a teacher-forced pass: its {len(side.items)} answers are "
+            f"{base}'s, forced, so their accuracy is {base}'s, not this server's (none is "
+            "shown); `kveval compare` judges its log-probabilities")
+
+
 def score_blocks(r: ScoreReport, extras: TaskExtras | None = None,
                  ex: Examined | None = None) -> list[Block]:
     blocks: list[Block] = [Heading(f"kveval score: {r.run.label}"),
@@ -96,11 +109,11 @@ def score_blocks(r: ScoreReport, extras: TaskExtras | None = None,
     if r.run.truncated_tail and r.setup is None:
         blocks.append(Note(f"{r.run.path}: the last line was cut short (a crash mid-write) "
                            "and skipped"))
-    rows = score_rows(r.scores)
+    forced = forced_note(r.run)
+    rows = () if forced else score_rows(r.scores)
     if rows:
         blocks.append(Table(("task", "metric", "accuracy and 95% interval", "errors"), rows))
-    blocks += unscored_lines(r.scores)
-    blocks += collapse_blocks(r)
+    blocks += [forced] if forced else [*unscored_lines(r.scores), *collapse_blocks(r)]
     for task, extra in (extras or {}).items():
         if extra:
             blocks += [Heading(task), *extra]

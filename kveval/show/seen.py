@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kveval.judge.checks import KL_KINDS, WEIGHTS
+from kveval.judge.checks import KL_KINDS, WEIGHTS, Check, first
 from kveval.judge.detect import POWER, Detectable
 from kveval.judge.verdict import Examined
-from kveval.show.words import plural
+from kveval.show.words import over_floor, p_text, plural
 
 WHAT = {"drift": "changed answers", "truncated": "answers cut at max_tokens",
         "empty": "empty answers"}
@@ -30,14 +30,29 @@ def _divergence(d: Detectable) -> str:
     if d.value == 0:
         return f"any rise of the KL above a quiet floor (0) would be caught ({size})"
     if d.floor:
-        rise = (f"a mean KL {d.value:.2g} nats per token ({100 * d.value / d.floor:.1f}%) "
-                f"above the noise floor's {d.floor:.3g}")
+        rise = (f"a per-item mean KL {d.value:.2g} nats per token above the noise floor's "
+                f"{d.floor:.3g} ({over_floor(d.value, d.floor)})")
     else:
-        rise = f"a mean KL {d.value:.2g} nats per token above a quiet floor (0)"
+        rise = f"a per-item mean KL {d.value:.2g} nats per token above a quiet floor (0)"
     return f"{rise} would be caught {100 * POWER:.0f}% of the time ({size})"
 
 
-def detectable_sentence(d: Detectable) -> str:
+SHOWN = {"accuracy": "a loss", "divergence": "a rise of the KL over the floor",
+         "forced": "a rise of the forced KL over the floor", "context": "a rise of the KL"}
+
+
+def _shown(d: Detectable, check: Check) -> str:
+    """A check that showed a change its power at the first step's level did not promise:
+    it says what it saw, never that nothing would show."""
+    what = SHOWN.get(d.kind) or f"more {WHAT.get(d.kind, d.kind)} than the floor's"
+    return f"{what} shown ({p_text(check.adjusted_p, check.alpha)}, Holm-adjusted)"
+
+
+def detectable_sentence(d: Detectable, check: Check | None = None) -> str:
+    """What the check could have seen; where it could not promise any change 80% of the time
+    yet showed one (check alarmed), what it saw."""
+    if d.value is None and check is not None and check.alarmed:
+        return ("forced: " if d.kind == "forced" else "") + _shown(d, check)
     if d.kind == "accuracy":
         return _accuracy(d)
     if d.kind in KL_KINDS:
@@ -51,15 +66,16 @@ def detectable_sentence(d: Detectable) -> str:
 
 def detectable_lines(ex: Examined) -> list[str]:
     """One line per task: what its checks could have seen, at the family's level."""
-    return [f"{task} could have seen: " + "; ".join(detectable_sentence(d) for d in found)
+    return [f"{task} could have seen: "
+            + "; ".join(detectable_sentence(d, first(ex.checks, task, d.kind)) for d in found)
             for task, found in ex.detectable.items() if found]
 
 
-def detectable_json(d: Detectable) -> dict[str, Any]:
+def detectable_json(d: Detectable, check: Check | None = None) -> dict[str, Any]:
     return {"kind": d.kind, "unit": d.unit, "value": d.value, "items": d.items,
             "flip_rate": d.flip_rate, "ceiling": d.ceiling, "power": POWER,
             **({"floor": d.floor, "noise_runs": d.runs} if d.kind in KL_KINDS else {}),
-            "summary": detectable_sentence(d)}
+            "summary": detectable_sentence(d, check)}
 
 
 def attach(data: dict[str, Any], ex: Examined) -> dict[str, Any]:
@@ -67,6 +83,7 @@ def attach(data: dict[str, Any], ex: Examined) -> dict[str, Any]:
     data["detect_level"] = ex.levels.of("accuracy")
     data["detect_levels"] = {kind: ex.levels.of(kind) for kind in WEIGHTS}
     for entry in data.get("tasks", []):
-        found = ex.detectable.get(entry.get("task"), ())
-        entry["detectable"] = {d.kind: detectable_json(d) for d in found}
+        task = entry.get("task")
+        entry["detectable"] = {d.kind: detectable_json(d, first(ex.checks, str(task), d.kind))
+                               for d in ex.detectable.get(task, ())}
     return data

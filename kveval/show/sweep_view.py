@@ -10,13 +10,14 @@ from typing import Any
 
 from kveval.judge.sweep import Row
 from kveval.show.blocks import Heading, Table
+from kveval.show.words import fixed
 
 HEADER = ("candidate", "verdict", "points lost", "answers changed", "KL rise",
           "KV bytes/token", "tokens in memory", "output tok/s", "latency p50")
 
 
 def _signed(value: float | None, digits: int, unit: str = "") -> str:
-    return "-" if value is None else f"{value:+.{digits}f}{unit}"
+    return "-" if value is None else fixed(value, digits, "+") + unit
 
 
 def _ratio(found: Mapping[str, Any] | None) -> str:

@@ -24,8 +24,14 @@ def span(interval: Interval) -> str:
     return f"{100 * interval.low:.1f} to {100 * interval.high:.1f}"
 
 
+def fixed(x: float, digits: int, sign: str = "") -> str:
+    """x to `digits` decimals (sign "+": always signed), never "-0.0": a value that rounds to
+    0 prints as 0."""
+    return f"{round(x, digits) + 0.0:{sign}.{digits}f}"
+
+
 def signed(x: float) -> str:
-    return f"{100 * x:+.1f}"
+    return fixed(100 * x, 1, "+")
 
 
 def points(x: float, margin: float | None = None) -> str:
@@ -34,7 +40,16 @@ def points(x: float, margin: float | None = None) -> str:
     digits = 1
     while margin is not None and digits < 6 and _wrong_side(100 * x, margin, digits):
         digits += 1
-    return f"{100 * x:.{digits}f}"
+    return fixed(100 * x, digits)
+
+
+def over_floor(rise: float, floor: float) -> str:
+    """A rise over a floor (> 0): "+45.0% over the floor", or from ten times the floor up a
+    ratio, "12.5x the floor", "4,307x the floor"."""
+    ratio = (floor + rise) / floor
+    if ratio < 10:
+        return f"{fixed(100 * rise / floor, 1, '+')}% over the floor"
+    return f"{ratio:,.0f}x the floor" if ratio >= 100 else f"{ratio:.1f}x the floor"
 
 
 def _wrong_side(value: float, margin: float, digits: int) -> bool:
