@@ -224,3 +224,22 @@ def test_the_text_shows_the_table_by_bucket(capsys: Any, tmp_path: Path) -> None
                           "--noise", str(restart))
     assert "by position" in out and "256-512" in out and "perplexity" in out
     assert "context KL +" in out.splitlines()[-1]  # the headline names the rise
+
+
+def test_plan_says_what_the_documents_and_restarts_can_show(capsys: Any,
+                                                            tmp_path: Path) -> None:
+    base = write_run(tmp_path / "base.jsonl", "base", lambda i: 0.0)
+    restart = write_run(tmp_path / "noise.jsonl", "noise", lambda i: 0.001)
+    code, out, _ = kveval(capsys, "plan", str(base), "--noise", str(restart))
+    assert code == 0
+    assert "context: 3 document(s) to 512 tokens, 48 blocks of 32 positions" in out
+    assert "names where a rise starts from 160 positions" in out
+    assert "context drift" not in out  # judged by position, not as a prompt file
+
+
+def test_blocks_to_name_a_bucket_fall_with_restarts() -> None:
+    from kveval.show.context_plan import blocks_to_name
+
+    assert blocks_to_name(0, 0.05) is None
+    assert blocks_to_name(1, 0.05) == 5 and 0.5 ** 5 < 0.05 < 0.5 ** 4
+    assert blocks_to_name(3, 0.05) == 3

@@ -111,6 +111,8 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
         run_experiment(opts, api_key())
         if opts.teacher_force != "off":
             click.echo("\n".join(_sizing(opts, detect_kl, family["alpha"])))
+        click.echo("\n".join(context_sizing(opts.suite, opts.noise_runs, family["alpha"],
+                                            detect_kl)))
         return 0
     opts, run_code, size = _send(opts, api_key())
     gates = {side.name: _gate_args(opts.output, opts.noise_runs, side.name, policy, margin,
@@ -150,6 +152,28 @@ def _sizing(opts: Any, detect_kl: tuple[float, bool], alpha: float) -> list[str]
     tasks = max(len(read_suite(opts.suite).specs), 1)
     level = alpha * WEIGHTS["forced"] / (tasks * (TASK_WEIGHT + WEIGHTS["forced"]))
     return before_lines(rise, opts.noise_runs, level)
+
+
+def context_sizing(suite: str | None, runs: int, alpha: float,
+                   detect_kl: tuple[float, bool]) -> list[str]:
+    """--dry-run: what the suite's context tasks can show with these restarts, at the context
+    check's share of alpha in a family of the suite's tasks."""
+    from kveval.adapters.context import grid
+    from kveval.judge.checks import TASK_WEIGHT, WEIGHTS
+    from kveval.run.documents import load_documents
+    from kveval.run.tasks import read_suite
+    from kveval.show.context_plan import context_lines
+
+    specs = read_suite(suite).specs if suite else []
+    found = [s for s in specs if s.adapter == "context"]
+    total = sum(WEIGHTS["context"] if s.adapter == "context" else TASK_WEIGHT for s in specs)
+    rise = detect_kl[0] if detect_kl[1] else 0.1
+    lines = []
+    for spec in found:
+        documents = len(load_documents(spec.data).documents)
+        lines += context_lines(spec.name, min(documents, spec.limit or documents), grid(spec),
+                               runs, alpha * WEIGHTS["context"] / total, rise)
+    return lines
 
 
 def _gate_args(folder: Path, noise_runs: int, candidate: str, policy: str,

@@ -120,6 +120,36 @@ def pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,
     return result, grow_commands(result, base, noises, cand)
 
 
+def _has_context(path: str) -> bool:
+    """Whether the run's header lists a context task (its first line alone is read)."""
+    from kveval.formats.limits import MAX_LINE_BYTES, open_regular
+    from kveval.formats.reader import parse_header
+
+    with open_regular(path, None) as fh:
+        header = parse_header(fh.readline(MAX_LINE_BYTES), Path(path))
+    return any(t.get("adapter") == "context" for t in header.tasks)
+
+
+def context_plan(base: Side, runs: int, targets: Targets) -> list[str]:
+    """What the pilot's context tasks can show with `runs` restarts (show/context_plan.py)."""
+    from kveval.judge.checks import TASK_WEIGHT, WEIGHTS
+    from kveval.judge.positions import context_tasks, edges
+    from kveval.show.context_plan import context_lines
+
+    tasks = base.header.tasks if base.header else []
+    found = context_tasks(tasks)
+    total = sum(WEIGHTS["context"] if t.get("name") in found else TASK_WEIGHT for t in tasks)
+    lines = []
+    for task in sorted(found):
+        items = [i for i in base.items if i.task == task and i.ok]
+        cuts = edges(items[0].meta) if items else []
+        if cuts:
+            rise = targets.detect_kl if targets.kl_relative and targets.detect_kl else 0.1
+            lines += context_lines(task, len(items), cuts[1:], max(runs, 1),
+                                   targets.alpha * WEIGHTS["context"] / total, rise)
+    return lines
+
+
 @click.command()
 @click.argument("baseline", metavar="PILOT")
 @options.noise_option("A run of the pilot's setup restarted (repeatable): the flip rate and "
@@ -159,6 +189,10 @@ def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: f
     result, commands = pilot_plan(baseline, noise, candidate, targets)
     data: dict[str, Any] = plan_json(result, commands)
     blocks = plan_blocks(result, commands)
+    context = (context_plan(reading.load_run(baseline), len(noise), targets)
+               if _has_context(baseline) else [])
+    data["context"] = context
+    blocks += context
     if as_json:
         click.echo(report.dumps(data))
     else:

@@ -197,6 +197,8 @@ def plan(base: Side, noises: Sequence[Side] = (), cand: Side | None = None,
     levels = first_step_levels(ex.checks, targets.alpha, len(ex.evidence) * TASK_WEIGHT)
     found = []
     for e in ex.evidence:
+        if e.context_expected:  # sized by position (show/context_plan.py)
+            continue
         novel = _restarts_new_answers(e, base, pool, other)
         plans = _task_plans(e, len(noises), targets, levels, (available or {}).get(e.task),
                             restart=cand is None, novel=novel)
