@@ -243,3 +243,23 @@ def test_blocks_to_name_a_bucket_fall_with_restarts() -> None:
     assert blocks_to_name(0, 0.05) is None
     assert blocks_to_name(1, 0.05) == 5 and 0.5 ** 5 < 0.05 < 0.5 ** 4
     assert blocks_to_name(3, 0.05) == 3
+
+
+def test_a_document_shorter_than_the_grid_ends_its_last_bucket_and_is_named(
+        capsys: Any, tmp_path: Path) -> None:
+    def run(path: Path, label: str, shift: Any) -> Path:
+        write_run(path, label, shift)
+        lines = path.read_text().splitlines()
+        short = json.loads(lines[1])  # d0 ends at 300 tokens
+        short["logprobs"] = {k: v[:299] if isinstance(v, list) else v
+                             for k, v in short["logprobs"].items()}
+        path.write_text("\n".join([lines[0], json.dumps(short), *lines[2:]]) + "\n")
+        return path
+
+    base = run(tmp_path / "base.jsonl", "base", lambda i: 0.0)
+    cand = run(tmp_path / "cand.jsonl", "cand", lambda i: 0.1)
+    noise = run(tmp_path / "noise.jsonl", "noise", lambda i: 0.001)
+    code, out, _ = kveval(capsys, "gate", "--baseline", str(base), "--candidate", str(cand),
+                          "--noise", str(noise))
+    assert code == 2 and "context/d0 (299 positions)" in out
+    assert "256-512" in out and "0-128" in out

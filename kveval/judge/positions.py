@@ -74,6 +74,7 @@ class ContextFound:
     ppl_min_p: float = 1.0
     max_ppl_rise: float | None = None
     reach: float = 1.0  # the smallest p the whole-curve test could give had the candidate moved
+    short: tuple[str, ...] = ()  # documents that end before the longest bucket does
 
     @property
     def min_p(self) -> float:
@@ -195,7 +196,10 @@ def context_found(task: str, pairs: Sequence[Any], noise_pairs: Sequence[Sequenc
     if not cand:
         return None
     cuts = edges(next(p.base.meta for p in pairs if p.key[0] == task))
-    cuts = [e for e in cuts if e <= 1 + max(len(p.positions) for p in cand)] or cuts
+    longest = 1 + max(len(p.positions) for p in cand)  # a document shorter than asked
+    cuts = [e for e in cuts if e < longest] + [longest]
+    short = tuple(f"{p.item_id} ({len(p.positions):,} positions)" for p in cand
+                  if 1 + len(p.positions) < (cuts[-1] if len(cuts) > 1 else longest))
     noises = [n for n in (_by_doc(run, task) for run in noise_pairs) if n]
     spans = list(zip(cuts, cuts[1:], strict=False))
     test, bucket_p = _kl_tests(task, cand, noises, spans, max_kl or 0.0)
@@ -205,7 +209,7 @@ def context_found(task: str, pairs: Sequence[Any], noise_pairs: Sequence[Sequenc
                         tuple(curve(label, n, cuts) for label, n in zip(labels[1:], noises,
                                                                         strict=False)),
                         test, bucket_p, ppl_p, ppl_min, max_ppl_rise,
-                        design_min_p(blocks, len(noises)))
+                        design_min_p(blocks, len(noises)), short)
 
 
 def design_min_p(blocks: int, runs: int) -> float:

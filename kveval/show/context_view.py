@@ -88,6 +88,13 @@ def rise_words(found: ContextFound, check: Check) -> str:
             + (f", from positions {where.label} on" if where else ""))
 
 
+def short_line(found: ContextFound) -> str | None:
+    if not found.short:
+        return None
+    return (f"{found.task}: shorter than the longest bucket, so the later buckets hold fewer "
+            f"documents: {', '.join(one_line(s) for s in found.short)}")
+
+
 def context_blocks(ex: Examined) -> list[Block]:
     tasks = [f for f in ex.context if f.task not in ex.family.skip]
     if not tasks:
@@ -96,6 +103,7 @@ def context_blocks(ex: Examined) -> list[Block]:
         Heading("by position: long documents forced from their first token (each run against "
                 "the baseline's pass; the restarts are the floor)"), bucket_table(tasks)]
     blocks += [sentence(f, first(ex.checks, f.task, "context")) for f in tasks]
+    blocks += [line for f in tasks if (line := short_line(f)) is not None]
     return blocks + [Heading("by position, as llama-perplexity --kl-divergence prints it"),
                      kld_table(tasks),
                      "perplexity: the change of the document's own next-token perplexity "

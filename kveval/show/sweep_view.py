@@ -93,6 +93,31 @@ def chart(rows: Sequence[Row], gates: Mapping[str, dict[str, Any]]) -> str | Non
                                 "baseline's setup)", "KL rise over the restarts (nats/token)")
 
 
+def position_charts(gates: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per context task: every candidate's KL and perplexity change by position on one
+    chart, the restarts (shared by every candidate) a band (show/view_context.py)."""
+    from kveval.show.view_context import chart as context_chart
+
+    found: dict[str, list[tuple[str, Any]]] = {}
+    floors: dict[str, list[Any]] = {}
+    for name, gate in gates.items():
+        for entry in gate.get("tasks") or []:
+            context = entry.get("context") if isinstance(entry, dict) else None
+            if isinstance(context, dict) and isinstance(context.get("candidate"), dict):
+                found.setdefault(entry["task"], []).append(
+                    (name, context["candidate"].get("buckets") or []))
+                floors.setdefault(entry["task"], [n.get("buckets") or [] for n in
+                                                  context.get("noise_runs") or []])
+    return [{"task": task, "svg": _svg_of(context_chart(lines, floors[task]))}
+            for task, lines in found.items()]
+
+
+def _svg_of(markup: str | None) -> Any:
+    from kveval.show.html import _svg
+
+    return _svg(markup)
+
+
 def page(rows: Sequence[Row], gates: Mapping[str, dict[str, Any]], verdict: str,
          pages: Mapping[str, str]) -> str:
     from kveval import __version__
@@ -101,5 +126,6 @@ def page(rows: Sequence[Row], gates: Mapping[str, dict[str, Any]], verdict: str,
     data = {"verdict": verdict, "header": list(HEADER),
             "rows": [{"cells": list(cells(r)), "page": pages.get(r.name),
                       "shown": list(r.costs.shown)} for r in rows],
-            "chart": _svg(chart(rows, gates)), "version": __version__}
+            "chart": _svg(chart(rows, gates)), "positions": position_charts(gates),
+            "version": __version__}
     return str(_environment().get_template("sweep.html.j2").render(**data))

@@ -46,7 +46,10 @@ class Document:
 
 async def exchange(doc: Document, conn: Connection, last_only: bool = False) -> Reply:
     """The document's reply: every position after the first scored, or an error reply;
-    `last_only`: on llama-server the pre-flight's request, the longest position alone."""
+    `last_only`: the pre-flight's request: on llama-server the longest position alone (a
+    context too short for it is one line before anything is sent), elsewhere the first two
+    tokens (a one-request method would prefill the document twice; its context is known
+    from the server's max_model_len, and the adapter cut the document to fit)."""
     start = time.perf_counter()
     try:
         if doc.forced.echo is not None:
@@ -71,7 +74,7 @@ async def _scored(doc: Document, conn: Connection, last_only: bool
                   ) -> tuple[list[Scored], dict[str, Any]]:
     item = doc.forced
     ids, pieces = await item.tokenizer.text(conn, doc.text, special=True)
-    ids = ids[: doc.tokens]
+    ids = ids[: 2 if last_only and item.method != "forced_decoding" else doc.tokens]
     if len(ids) < 2:
         raise ForcedFailure("the document has fewer than two tokens: nothing to score")
     prompt, scored_ids = ids[:1], ids[1:]
