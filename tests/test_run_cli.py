@@ -328,5 +328,6 @@ def test_tasks_lists_every_adapter_with_what_it_measures(capsys: Any) -> None:
     code, out, _ = kveval(capsys, "tasks")
     assert code == 0
     names = [line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")]
-    assert names == ["copy", "evidence", "gsm8k", "mrcr", "needle", "needle-multikey", "prompts"]
+    assert names == ["context", "copy", "evidence", "gsm8k", "mrcr", "needle", "needle-multikey",
+                     "prompts"]
     assert "8-shot" in out and "api=completions max_tokens=256" in out
