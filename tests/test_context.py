@@ -263,3 +263,19 @@ def test_a_document_shorter_than_the_grid_ends_its_last_bucket_and_is_named(
                           "--noise", str(noise))
     assert code == 2 and "context/d0 (299 positions)" in out
     assert "256-512" in out and "0-128" in out
+
+
+def test_the_page_escapes_what_runs_and_documents_name(capsys: Any, tmp_path: Path) -> None:
+    hostile = "<script>alert(1)</script>"
+    base = write_run(tmp_path / "base.jsonl", hostile, lambda i: 0.0)
+    cand = write_run(tmp_path / "cand.jsonl", f"q4 {hostile}", lambda i: 0.2)
+    noise = write_run(tmp_path / "noise.jsonl", "noise", lambda i: 0.001)
+    for path in (base, cand, noise):  # a document named by a hostile JSONL id
+        path.write_text(path.read_text().replace("context/d0", f"context/{hostile}"))
+    page = tmp_path / "page.html"
+    code, _, err = kveval(capsys, "report", "--baseline", str(base), "--candidate", str(cand),
+                          "--noise", str(noise), "-o", str(page))
+    html = page.read_text()
+    assert code == 2, err  # the verdict's: a rise shown that no threshold gates
+    assert 'id="by-position"' in html and "<script>alert" not in html
+    assert "&lt;script&gt;" in html
