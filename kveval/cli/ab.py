@@ -93,8 +93,7 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     """
     from dataclasses import replace
 
-    from kveval.cli.ab_detect import pilot_lines, sizing_of
-    from kveval.run.ab.experiment import run_experiment
+    from kveval.cli.ab_detect import sizing_of
     from kveval.run.ab.options import from_cli
     from kveval.run.credentials import api_key
 
@@ -106,14 +105,7 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     sizing = sizing_of(given)
     opts = replace(from_cli(given), sizing=sizing)
     if opts.dry_run:
-        if sizing is not None:
-            click.echo("\n".join(pilot_lines(sizing)))
-        run_experiment(opts, api_key())
-        if opts.teacher_force != "off":
-            click.echo("\n".join(_sizing(opts, detect_kl, family["alpha"])))
-        click.echo("\n".join(context_sizing(opts.suite, opts.noise_runs, family["alpha"],
-                                            detect_kl)))
-        return 0
+        return _dry_run(opts, detect_kl, family["alpha"])
     opts, run_code, size = _send(opts, api_key())
     gates = {side.name: _gate_args(opts.output, opts.noise_runs, side.name, policy, margin,
                                    family) for side in opts.candidates}
@@ -152,6 +144,21 @@ def _sizing(opts: Any, detect_kl: tuple[float, bool], alpha: float) -> list[str]
     tasks = max(len(read_suite(opts.suite).specs), 1)
     level = alpha * WEIGHTS["forced"] / (tasks * (TASK_WEIGHT + WEIGHTS["forced"]))
     return before_lines(rise, opts.noise_runs, level)
+
+
+def _dry_run(opts: Any, detect_kl: tuple[float, bool], alpha: float) -> int:
+    """The plan, and what its restarts can show (forced KL, the context task by position)."""
+    from kveval.cli.ab_detect import pilot_lines
+    from kveval.run.ab.experiment import run_experiment
+    from kveval.run.credentials import api_key
+
+    if opts.sizing is not None:
+        click.echo("\n".join(pilot_lines(opts.sizing)))
+    run_experiment(opts, api_key())
+    if opts.teacher_force != "off":
+        click.echo("\n".join(_sizing(opts, detect_kl, alpha)))
+    click.echo("\n".join(context_sizing(opts.suite, opts.noise_runs, alpha, detect_kl)))
+    return 0
 
 
 def context_sizing(suite: str | None, runs: int, alpha: float,
