@@ -112,7 +112,9 @@ def forced_records(baseline: Run, limit: int | None) -> tuple[list[ItemRecord], 
         counts[record.task] = counts.get(record.task, 0) + 1
         kept.append(record)
     if not kept:
-        raise UsageError(f"{baseline.path}: no answered items to teacher-force")
+        why = " (a context task's documents are forced in every run already)" if documents \
+            else ""
+        raise UsageError(f"{baseline.path}: no answered items to teacher-force{why}")
     return kept, left
 
 
