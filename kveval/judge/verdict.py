@@ -110,6 +110,12 @@ class Examined:
         return {e.task: task_detectable(e, self.levels) for e in self.evidence
                 if not e.skipped and not e.missing and not e.context_expected}
 
+    @property
+    def by_position(self) -> frozenset[str]:
+        """The tasks of forced documents (context): judged by position, their answers never
+        change, so drift and collapse say nothing of them."""
+        return frozenset(e.task for e in self.evidence if e.context_expected)
+
     def pooled(self, task: str) -> CountTest | None:
         """The task's accuracy check: its wrong answers against the baseline's setup."""
         return next((e.wrong for e in self.evidence if e.task == task), None)

@@ -39,7 +39,7 @@ def check_lines(ex: Examined, accuracy: bool = True) -> list[Block]:
     lines: list[Block] = []
     for t in ex.comparison.tasks:
         k = t.collapse
-        if k is None:
+        if k is None or t.task in ex.by_position:
             continue
         for kind, test in (("truncated", k.truncated_test), ("empty", k.empty_test)):
             check = first(ex.checks, t.task, kind)

@@ -33,9 +33,11 @@ def _drift_row(task: str, label: str, d: Drift) -> tuple[str, ...]:
     return (task, label, str(d.pairs), f"{d.identical} ({share})", ratio, first)
 
 
-def drift_table(c: Comparison) -> Table:
+def drift_table(c: Comparison, hide: frozenset[str] = frozenset()) -> Table:
+    """Answers changed per task and run; `hide`: tasks whose answers are forced documents
+    (the context task: judged by position, its answers never change)."""
     rows = []
-    for t in c.tasks:
+    for t in (t for t in c.tasks if t.task not in hide):
         rows.append(_drift_row(t.task, c.candidate.label, t.candidate))
         rows += [_drift_row(t.task, n.label, d)
                  for n, d in zip(c.noises, t.noise_runs, strict=False)]
@@ -52,10 +54,10 @@ def _collapse_row(task: str, label: str, c: Collapse, ratio: float | None) -> tu
     return (task, label, str(c.answers), truncated, empty, shown, repeated)
 
 
-def collapse_table(c: Comparison) -> Table:
+def collapse_table(c: Comparison, hide: frozenset[str] = frozenset()) -> Table:
     rows = []
     for t in c.tasks:
-        if t.collapse is None:
+        if t.collapse is None or t.task in hide:
             continue
         k = t.collapse
         rows.append(_collapse_row(t.task, c.base.label, k.baseline, 1.0))
@@ -91,7 +93,7 @@ def task_lines(ex: Examined) -> list[Block]:
     judged = {a.task for a in ex.accuracy}
     lines: list[Block] = []
     noises = [n.label for n in c.noises]
-    for t in c.tasks:
+    for t in (t for t in c.tasks if t.task not in ex.by_position):
         check = None if t.task in judged else first(ex.checks, t.task, "drift")
         said = drift_sentence(t, cand, check, testable(ex.checks), noises, t.task in judged)
         lines.append(f"{t.task}: {said}")
@@ -109,8 +111,11 @@ def compare_blocks(setup: Setup | None, ex: Examined) -> list[Block]:
                                        *(("noise", n) for n in c.noises),
                                        *(("candidate repeat", r) for r in c.repeats))]
     blocks += setup_blocks(setup)
-    blocks += [drift_table(c), *task_lines(ex)]
-    blocks += [Heading("collapse"), collapse_table(c), REPETITION_NOTE, *check_lines(ex)]
+    hide = ex.by_position
+    if any(t.task not in hide for t in c.tasks):
+        blocks += [drift_table(c, hide), *task_lines(ex)]
+        blocks += [Heading("collapse"), collapse_table(c, hide), REPETITION_NOTE,
+                   *check_lines(ex)]
     blocks += headed(ex.curves, ex.checks) + divergence_blocks(ex) + context_blocks(ex)
     warned = warnings_sentence(ex)
     blocks += [f"divergence: {warned}"] if warned else []

@@ -203,7 +203,8 @@ def gate_blocks(r: GateReport) -> list[Block]:
     blocks += verdict_blocks(r)
     blocks += information_lines(ex, r.policy)
     blocks += [Heading("checks"), checks_table(ex.checks)]
-    blocks += [Heading("collapse"), collapse_table(c), REPETITION_NOTE]
+    if any(t.task not in ex.by_position for t in c.tasks):
+        blocks += [Heading("collapse"), collapse_table(c, ex.by_position), REPETITION_NOTE]
     blocks += headed(ex.curves, ex.checks)
     blocks += divergence_blocks(ex)
     blocks += forced_blocks(ex)

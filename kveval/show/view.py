@@ -240,7 +240,10 @@ def drift_section(data: Mapping[str, Any]) -> dict[str, Any] | None:
     rows: list[dict[str, Any]] = []
     same: dict[str, list[float | None]] = {}
     ratio: dict[str, list[float | None]] = {}
-    for t in comp["tasks"]:
+    tasks = [t for t in comp["tasks"] if not t.get("context")]  # judged by position
+    if not tasks:
+        return None
+    for t in tasks:
         for label, d in _runs_of(comp, t):
             share, prefix, text = _drift_cells(d)
             same.setdefault(label, []).append(share)
@@ -248,9 +251,9 @@ def drift_section(data: Mapping[str, Any]) -> dict[str, Any] | None:
             rows.append({"task": t["task"], "run": label, "identical": text,
                          "prefix": "-" if prefix is None else f"{prefix:.3f}",
                          "first": (d or {}).get("median_first_difference")})
-    names = [t["task"] for t in comp["tasks"]]
+    names = [t["task"] for t in tasks]
     return {"rows": rows, "chart": _drift_chart(names, same, ratio),
-            "sentences": [f"{t['task']}: {t['summary']}" for t in comp["tasks"]]}
+            "sentences": [f"{t['task']}: {t['summary']}" for t in tasks]}
 
 
 def _drift_chart(names: Sequence[str], same: Mapping[str, Sequence[float | None]],
