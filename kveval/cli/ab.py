@@ -93,7 +93,7 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     """
     from dataclasses import replace
 
-    from kveval.cli.ab_detect import pilot_lines, sizing_of
+    from kveval.cli.ab_detect import check_budget, pilot_lines, sizing_of
     from kveval.run.ab.experiment import run_experiment
     from kveval.run.ab.options import from_cli
     from kveval.run.credentials import api_key
@@ -105,6 +105,7 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     detect_kl = given.pop("detect_kl")
     sizing = sizing_of(given)
     opts = replace(from_cli(given), sizing=sizing)
+    check_budget(opts)
     if opts.dry_run:
         if sizing is not None:
             click.echo("\n".join(pilot_lines(sizing)))
