@@ -8,7 +8,7 @@ read in one unpack; every other value (the tokenizer's vocabulary is an array of
 strings in a small model) is skipped by its lengths, an array of fixed-size elements in one
 seek. The path is a server's word: it is opened without blocking and read only if it is a
 regular file (a FIFO cannot hang kveval), and every count and length is bounded, as are the
-header's bytes, the elements read one at a time and the time it takes, so a header costs
+header's bytes, the strings read one at a time and the time it takes, so a header costs
 what its bytes cost. A file that does not parse is `None`, never an exception (the model's
 KV size is a reported figure, not a judgement).
 """
@@ -29,8 +29,7 @@ MAX_PAIRS = 1 << 16
 MAX_ARRAY = 1 << 24
 MAX_STRING = 1 << 24
 MAX_HEADER = 256 << 20  # bytes of the file the header may span
-MAX_ITEMS = 1 << 20  # strings and arrays in arrays read one at a time: a vocabulary, merges
-MAX_NESTING = 4  # arrays of arrays
+MAX_ITEMS = 1 << 20  # strings in arrays, read one at a time: a vocabulary and its merges
 TIME_LIMIT = 2.0  # seconds a header may take to read
 MAX_FILE = 1 << 50  # a model file of any real size
 CHUNK = 1 << 20
@@ -49,7 +48,7 @@ class _Bad(Exception):
 
 class _Header:
     """The header's bytes as the parse asks for them: read in chunks, skipped by seeking,
-    never past MAX_HEADER bytes or the file's end, MAX_ITEMS elements or the time limit."""
+    never past MAX_HEADER bytes or the file's end, MAX_ITEMS strings or the time limit."""
 
     def __init__(self, fh: IO[bytes], size: int) -> None:
         self.fh, self.end = fh, min(size, MAX_HEADER)
@@ -104,9 +103,9 @@ def _string(src: _Header, keep: bool = True) -> str:
     return src.take(size).decode("utf-8", "replace")
 
 
-def _array(src: _Header, keep: bool, nesting: int) -> Any:
+def _array(src: _Header, keep: bool) -> Any:
     inner, count = src.unpack("I"), src.unpack("Q")
-    if count > MAX_ARRAY or nesting > MAX_NESTING:
+    if count > MAX_ARRAY:
         raise _Bad
     if inner in SCALARS:
         fmt = f"<{count}{SCALARS[inner]}"
@@ -114,25 +113,22 @@ def _array(src: _Header, keep: bool, nesting: int) -> Any:
             src.skip(struct.calcsize(fmt))
             return None
         return list(struct.unpack(fmt, src.take(struct.calcsize(fmt))))
-    if inner not in (STRING, ARRAY):
+    if inner != STRING:  # llama.cpp loads no array of arrays
         raise _Bad
     src.count(count)
     for _ in range(count):
-        if inner == STRING:
-            _string(src, False)
-        else:
-            _array(src, False, nesting + 1)
+        _string(src, False)
     return None
 
 
-def _value(src: _Header, kind: int, keep: bool, nesting: int = 0) -> Any:
+def _value(src: _Header, kind: int, keep: bool) -> Any:
     if kind in SCALARS:
         return src.unpack(SCALARS[kind])
     if kind == STRING:
         return _string(src, keep)
     if kind != ARRAY:
         raise _Bad
-    return _array(src, keep, nesting)
+    return _array(src, keep)
 
 
 def _wanted(key: str) -> bool:
