@@ -6,11 +6,12 @@ A key is sent as `Authorization: Bearer KEY`; credentials written into the URL
 may quote either back, decoded or not, in an error message, a model id or an answer, and
 spell it as it likes: `family` lists the literal spellings of one secret (raw, as JSON writes
 it, URL-, form- and percent-encoded in either case, base64 of any text holding it at any of
-the three alignments, so base64 of the whole `Bearer ...` header too), and a pattern per
-secret and per base64 spelling catches the spellings no list can hold (each character raw,
-%XX in either case, or a JSON \\uXXXX escape, its backslash doubled too as a JSON file holds
-an answer's escape, mixed as a writer pleases). A secret split by one line break (raw, or
-`\\n` as JSON writes it: a server's log wrapping the key it was sent) is masked whole.
+the three alignments, so base64 of the whole `Bearer ...` header too), and the text decoded
+once (kveval/spelled.py) shows each secret and base64 spelling where no list can hold it (each
+character raw, %XX in either case, or a JSON \\uXXXX escape, its backslash doubled too as a
+JSON file holds an answer's escape, mixed as a writer pleases), in time linear in the text and
+the secret. A secret split by one line break (raw, or `\\n` as JSON writes it: a server's log
+wrapping the key it was sent) is masked whole.
 
 A secret is what is secret by name, by form or by the user's word, never every value: each
 command registers those it can know of at start-up (`from_environment`, `--endpoint`, `kveval
@@ -28,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urlsplit
 
-from kveval.spelled import decoded, split_masked
+from kveval.spelled import escaped_masked, split_masked
 
 MASK = "***"
 MIN_LENGTH = 4  # shorter strings are ordinary words; masking them would garble text
@@ -53,11 +54,11 @@ PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTP
                    "ALL_PROXY")
 URL_VARIABLES = ("KVEVAL_ENDPOINT", *PROXY_VARIABLES)
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
-_ENCODED = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")  # where a pattern can match
+_ENCODED = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")  # where an escaped spelling can stand
 
 _secrets: list[str] = []  # as given to register_secrets: what a child process registers again
 _registered: set[str] = set()
-_patterns: dict[str, re.Pattern[str]] = {}  # by the literal each matches once decoded
+_literals: set[str] = set()  # what masking also finds spelled with escapes
 _raw: set[str] = set()  # the secrets as registered: masked across a line break too
 _sorted: list[tuple[str, ...]] = [()]
 
@@ -110,28 +111,6 @@ def family(secret: str) -> list[str]:
         found.update(_url_spellings(s))
         found.update(_base64_spellings(s.encode("utf-8", "surrogatepass")))
     return sorted((s for s in found if len(s) >= MIN_LENGTH), key=lambda s: (-len(s), s))
-
-
-def _char_pattern(char: str) -> str:
-    """One character raw, percent-encoded (either case), form-encoded, or JSON-escaped."""
-    def hexed(value: int, width: int) -> str:
-        return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d
-                       for d in f"{value:0{width}X}")
-
-    data = char.encode("utf-8", "surrogatepass")
-    units = char.encode("utf-16-be", "surrogatepass")
-    ways = [re.escape(char), "".join("%" + hexed(b, 2) for b in data),
-            "".join(r"\\\\?u" + hexed(int.from_bytes(units[i:i + 2], "big"), 4)
-                    for i in range(0, len(units), 2)),
-            re.escape(json.dumps(char)[1:-1])]
-    if char == " ":
-        ways.append(r"\+")
-    return "(?:" + "|".join(dict.fromkeys(ways)) + ")"
-
-
-def pattern(secret: str) -> re.Pattern[str]:
-    """Every mix of the per-character spellings of `secret`."""
-    return re.compile("".join(_char_pattern(c) for c in secret))
 
 
 # ---------------------------------------------------------------- where secrets come from
@@ -220,16 +199,14 @@ def register_secrets(secrets: Iterable[str]) -> None:
             if len(part) < MIN_LENGTH:
                 continue
             _raw.add(part)
-            for form in [part, *_base64_spellings(part.encode("utf-8", "surrogatepass"))]:
-                if form not in _patterns:
-                    _patterns[form] = pattern(form)
+            _literals.update([part, *_base64_spellings(part.encode("utf-8", "surrogatepass"))])
 
 
 def forget() -> None:
     """The end of a command: nothing registered any more."""
     _secrets.clear()
     _registered.clear()
-    _patterns.clear()
+    _literals.clear()
     _raw.clear()
     _sorted[0] = ()
 
@@ -250,11 +227,7 @@ def register_filled(mark: str, value: str) -> None:
 
 def _encoded(text: str) -> str:
     """The registered secrets spelled with escapes in `text`, masked."""
-    plain, plus = decoded(text)
-    for literal, found in _patterns.items():
-        if literal in plain or literal in plus:
-            text = found.sub(MASK, text)
-    return text
+    return escaped_masked(text, sorted(_literals, key=lambda s: (-len(s), s)), MASK)
 
 
 def mask(text: str, secrets: Iterable[str] | None = None) -> str:
@@ -265,7 +238,7 @@ def mask(text: str, secrets: Iterable[str] | None = None) -> str:
     for secret in registered() if secrets is None else secrets:
         if secret and len(secret) >= MIN_LENGTH and secret in text:
             text = text.replace(secret, MASK)
-    if (secrets is None and _patterns and ("%" in text or "\\u" in text)
+    if (secrets is None and _literals and ("%" in text or "\\u" in text)
             and _ENCODED.search(text)):
         text = _encoded(text)
     return text
@@ -274,7 +247,7 @@ def mask(text: str, secrets: Iterable[str] | None = None) -> str:
 def masked(value: Any) -> Any:
     """A JSON value with every registered secret masked inside its strings, before it is
     serialized: a number, a boolean, null, a key and the structure stay as they are."""
-    if not (_sorted[0] or _patterns):
+    if not (_sorted[0] or _literals):
         return value
     if isinstance(value, str):
         return mask(value)

@@ -53,6 +53,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--cache-type-v", default="f16")
     p.add_argument("--api-key")
     p.add_argument("--echo-env", action="append", default=[])
+    p.add_argument("--model-path")  # served as /props `model_path`, as llama-server does
     return p.parse_known_args()[0]  # any other flag (--model-url URL): taken, unused
 
 
@@ -155,6 +156,8 @@ def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
                 return self.send(200, {"status": "ok"})
             if self.path == "/v1/models":
                 return self.send(200, {"object": "list", "data": [{"id": "fake-model"}]})
+            if self.path == "/props" and args.model_path:
+                return self.send(200, {"model_path": args.model_path})
             self.send(404, {"error": {"message": "not found"}})
 
         def do_POST(self) -> None:  # noqa: N802
@@ -220,7 +223,8 @@ def main() -> None:
         sys.exit(1)
     if args.fault == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print(kv_line(args.cache_type_k, args.cache_type_v), flush=True)
+    if not args.model_path:  # llama-server tells its KV cache only at -lv 4
+        print(kv_line(args.cache_type_k, args.cache_type_v), flush=True)
     server = Server(("127.0.0.1", args.port), handler(args))
     if args.fault == "hold-port":
         hold_port(args.port, args.pids)

@@ -93,3 +93,33 @@ def test_the_size_grows_to_the_plan_and_never_shrinks() -> None:
 def test_a_size_on_file_that_does_not_parse_is_none(data: object) -> None:
     assert from_json(data) is None
     assert from_json({"items": 10, "noise_runs": 99}) == Size(10, MOST_NOISE_RUNS)
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("--budget", "1"), "--budget 1: the pilot makes 2 server starts and the candidates 1"),
+    (("--budget", "2"), "give at least 3"),
+])
+def test_a_budget_below_the_pilot_and_the_candidates_is_one_line(
+        tmp_path: Path, args: tuple[str, ...], said: str) -> None:
+    done = detect(tmp_path, *args)
+    assert done.returncode == 2 and said in last_line(done.stderr)
+    assert not pids(tmp_path)
+
+
+def test_a_budget_without_detect_is_one_line(tmp_path: Path) -> None:
+    cmd = command(tmp_path, write_suite(tmp_path, 40), "--budget", "12")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=environment())
+    assert done.returncode == 2
+    assert "--budget bounds the growth of --detect" in last_line(done.stderr)
+    assert not pids(tmp_path)
+
+
+def test_a_figures_file_that_does_not_parse_is_one_line(tmp_path: Path) -> None:
+    figures = tmp_path / "ab" / "servers" / "baseline.json"
+    figures.parent.mkdir(parents=True)
+    figures.write_text(json.dumps({"label": "baseline", "command": ["x"], "starts": [
+        {"port": 1, "ready_s": 1.0, "at": "garbage"}]}))
+    done = detect(tmp_path, "--budget", "1h")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{figures}: not a kveval ab figures file" in last_line(done.stderr)
+    assert "'garbage', is no ISO time" in last_line(done.stderr)

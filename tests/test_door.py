@@ -10,6 +10,7 @@ import binascii
 import io
 import json
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -196,3 +197,23 @@ def test_a_placeholder_key_is_not_a_secret(capsys: Any, monkeypatch: pytest.Monk
     b.write_text(json.dumps(["none at all", "c"]))
     code, out, _ = kveval(capsys, "compare", str(a), str(b), "--show", "2")
     assert code == 0 and "none of them" in out and "***" not in out
+
+
+def test_a_100_kb_key_costs_linear_time(capsys: Any, monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Any) -> None:
+    """A 100 KB key once cost minutes before the first request (a regular expression of
+    every character's spellings); masked in every spelling, raw, in \\u escapes, split by
+    a line break, within seconds."""
+    key = "sk-" + "".join(f"{i:05d}" for i in range(20_000))
+    escaped = "".join(f"\\u{ord(c):04x}" for c in key)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps([f"one {key} %41", "b"]))
+    b.write_text(json.dumps([f"two {key[:50_000]}\n{key[50_000:]} {escaped}", "c"]))
+    started = time.monotonic()
+    code, out, err = kveval(capsys, "compare", str(a), str(b), "--show", "2", "--json")
+    assert time.monotonic() - started < 10
+    seen = (out + err).replace("\\\\", "\\")
+    assert code == 0 and "one ***" in seen and "two ***" in seen
+    for part in (key[:50_000], key[50_000:], escaped[:1000], key[-1000:], key[:20]):
+        assert part not in seen

@@ -5,7 +5,9 @@ reader on files that are not GGUF (never an exception)."""
 from __future__ import annotations
 
 import json
+import os
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from kveval.formats.gguf import kv_bytes_per_token, kv_shape
 from kveval.run.ab.model_kv import completed, from_command
+from tests.test_ab import ab, serve, write_suite
 
 SMOLLM2 = {"block_count": 30, "embedding_length": 576, "head_count": 9, "head_count_kv": 3}
 
@@ -110,3 +113,63 @@ def test_a_damaged_header_never_raises(tmp_path_factory: pytest.TempPathFactory,
     assert shape is None or isinstance(shape, dict)
     if shape is not None:
         kv_bytes_per_token(shape, "f16", "f16")  # whatever the fields hold: a number or None
+
+
+# ---------------------------------------------------------------- a path a server names
+
+
+def hostile(path: Path, kind: int, inner: int, elements: int, after: bool = True) -> Path:
+    """A GGUF whose one array of `elements` zero-filled elements (sparse on disk) stands
+    between the architecture and the block count."""
+    head = [_pair("general.architecture", 8, _string("llama"))]
+    array = _string("llama.attention.head_count_kv" if kind == 0 else "tokenizer.x") + \
+        struct.pack("<IIQ", 9, inner, elements)
+    size = {0: 1, 8: 8, 9: 12}[inner] * elements
+    tail = _pair("llama.block_count", 4, struct.pack("<I", 2)) if after else b""
+    with path.open("wb") as fh:
+        fh.write(b"GGUF" + struct.pack("<IQQ", 3, 0, 3 if after else 2) + b"".join(head) + array)
+        fh.seek(size, 1)
+        fh.write(tail)
+    return path
+
+
+@pytest.mark.parametrize(("kind", "inner", "elements", "shape"), [
+    # a kept per-layer array of 16M elements: kept as unknown, unread
+    (0, 0, 1 << 24, {"block_count": 2, "head_count_kv": None}),
+    (1, 0, (1 << 24), {"block_count": 2}),  # a skipped array of bytes: one seek
+    (1, 0, (1 << 28), None),  # past the bytes a header may span
+    (1, 8, 1 << 24, None),  # 16M strings: past the cap on strings read one at a time
+    (1, 9, 1 << 24, None),  # 16M arrays in an array: no GGUF llama.cpp loads
+    (1, 8, (1 << 20) - 8, {"block_count": 2}),  # a vocabulary under the cap: read
+])
+def test_a_hostile_header_costs_what_its_bytes_cost(tmp_path: Path, kind: int, inner: int,
+                                                   elements: int, shape: object) -> None:
+    path = hostile(tmp_path / "m.gguf", kind, inner, elements)
+    started = time.monotonic()
+    assert kv_shape(path) == shape
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize("what", ["fifo", "folder", "device", "missing"])
+def test_a_model_path_that_is_not_a_regular_file_is_not_opened(tmp_path: Path,
+                                                               what: str) -> None:
+    path = tmp_path / "model.gguf"
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "folder":
+        path.mkdir()
+    elif what == "device":
+        path = Path("/dev/zero")
+    assert kv_shape(path) is None  # a FIFO with no writer would block a plain open
+    assert from_command(["llama-server", "-hf", "org/m"], model_path=str(path)) is None
+
+
+def test_ab_against_a_server_naming_a_fifo_as_its_model_ends(tmp_path: Path) -> None:
+    """llama-server's /props `model_path` naming a FIFO: read after the baseline's run, it
+    once hung `kveval ab` for good."""
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    suite = write_suite(tmp_path, 8)
+    done = ab(tmp_path, suite, serve_cmd=serve(tmp_path, f"--model-path {fifo}"), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "ab" / "servers" / "baseline.json").is_file()

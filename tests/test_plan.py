@@ -119,3 +119,19 @@ def test_the_printed_commands_grow_the_pilot(tmp_path, capsys, monkeypatch, gsm8
         run = read_run(tmp_path / f"{label}.jsonl")
         assert len(run.items) == needed and run.header.tasks[0]["items"] == needed
     assert read_run(tmp_path / "n.jsonl").header.order == "shuffle"  # kept as it was made
+
+
+@pytest.mark.parametrize("rise", ["1e308", "1001", "1e6%", "inf", "0"])
+def test_a_rise_past_any_meaning_is_one_line(capsys, tmp_path, rise):
+    code, out, err = kveval(capsys, "plan", "--detect-kl", rise, str(tmp_path / "base.jsonl"),
+                            str(tmp_path / "noise1.jsonl"))
+    assert code == 2 and "inf%" not in out + err
+    assert "a rise must be above 0 and at most 1000 nats or 100000% of the floor" in err
+    assert len(err.strip().splitlines()) <= 3  # click's usage line, its hint, the line
+
+
+def test_a_share_of_a_vanishing_floor_is_left_out():
+    from kveval.show.plan_view import _figure
+
+    assert _figure(1000.0, "divergence", 1e-320) == "1e+03 nats"
+    assert _figure(0.01, "divergence", 0.1) == "0.01 nats (10.0% of the floor)"

@@ -93,7 +93,7 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     """
     from dataclasses import replace
 
-    from kveval.cli.ab_detect import sizing_of
+    from kveval.cli.ab_detect import check_budget, sizing_of
     from kveval.run.ab.options import from_cli
     from kveval.run.credentials import api_key
 
@@ -104,6 +104,7 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     detect_kl = given.pop("detect_kl")
     sizing = sizing_of(given)
     opts = replace(from_cli(given), sizing=sizing)
+    check_budget(opts)
     if opts.dry_run:
         return _dry_run(opts, detect_kl, family["alpha"])
     opts, run_code, size = _send(opts, api_key())

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 import click
@@ -23,23 +22,23 @@ from kveval.judge.sizing import Size, from_json, grows, starts_of, wanted
 from kveval.run.ab.options import AbOptions, Sizing
 from kveval.run.ab.plan import Folder, pool_labels
 
+PILOT_STARTS = 2  # the pilot: the baseline and one restart
+
 
 def _figures(folder: Folder) -> list[Any]:
+    """Every server's figures (one that does not parse: one line, RunFileError)."""
     from kveval.formats.figures import read_optional
 
-    found = []
-    for path in sorted((folder.root / "servers").glob("*.json")):
-        try:
-            found.append(read_optional(path))
-        except Exception:  # noqa: BLE001 - a figures file never stops an experiment
-            continue
+    found = [read_optional(path) for path in sorted((folder.root / "servers").glob("*.json"))]
     return [f for f in found if f is not None]
 
 
 def spent(folder: Folder) -> tuple[int, float]:
     """Server starts made so far, and seconds since the first."""
+    from kveval.formats.figures import timestamp
+
     starts = [s for f in _figures(folder) for s in f.starts]
-    times = [datetime.fromisoformat(s.at).timestamp() for s in starts if s.at]
+    times = [t for s in starts if (t := timestamp(s.at)) is not None]
     return len(starts), (time.time() - min(times)) if times else 0.0
 
 
@@ -101,7 +100,7 @@ def sized(opts: AbOptions, api_key: str | None) -> tuple[AbOptions, int, Size]:
     assert opts.sizing is not None
     folder = Folder(opts.output)
     state = read_state(folder.state)
-    size = from_json(state.sizing if state else None) or Size(opts.sizing.pilot, 1)
+    size = from_json(state.sizing if state else None) or Size(opts.sizing.pilot, PILOT_STARTS - 1)
 
     def record(found: Size, growing: bool) -> None:
         record_sizing(folder.state, found.to_json())
@@ -137,11 +136,29 @@ def budget(text: str | None) -> tuple[int | None, float | None]:
 
 
 def sizing_of(given: dict[str, Any]) -> Sizing | None:
+    from kveval.errors import UsageError
+
     detect, pilot, limit = given.pop("detect"), given.pop("pilot"), given.pop("budget")
     if detect is None:
+        if limit is not None:
+            raise UsageError("--budget bounds the growth of --detect: give --detect POINTS "
+                             "too, or leave --budget out")
         return None
     starts, seconds = budget(limit)
     return Sizing(detect, pilot, starts, seconds)
+
+
+def check_budget(opts: AbOptions) -> None:
+    """--budget STARTS below what the pilot (the baseline and one restart) and the candidates
+    make before any growth: one line."""
+    from kveval.errors import UsageError
+
+    starts = opts.sizing.starts if opts.sizing else None
+    least = PILOT_STARTS + len(opts.candidates)
+    if starts is not None and starts < least:
+        raise UsageError(f"--budget {starts}: the pilot makes {PILOT_STARTS} server starts and "
+                         f"the candidates {len(opts.candidates)}, {least} before any growth; "
+                         f"give at least {least}, or hours (3h)")
 
 
 def pilot_lines(sizing: Sizing) -> list[str]:

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 GSM8K_SPLITS = {"test": 1319, "train": 7473}
 
 
+MAX_NATS = 1000.0  # a rise past this (nats per token) no forced run can mean
+MAX_SHARE = 1e5  # percent of the floor's mean KL
+
+
 class KlRise(click.ParamType):
     """A KL rise: nats per token ("0.001"), or a share of the floor's mean KL ("6%")."""
 
@@ -35,8 +39,10 @@ class KlRise(click.ParamType):
         except ValueError:
             self.fail(f"{text!r} is neither nats (0.001) nor a share of the floor (6%)", param,
                       ctx)
-        if not math.isfinite(number) or number <= 0:
-            self.fail(f"{text!r}: a rise must be a finite number above 0", param, ctx)
+        if not math.isfinite(number) or number <= 0 or number > (MAX_SHARE if relative
+                                                                 else MAX_NATS):
+            self.fail(f"{text!r}: a rise must be above 0 and at most {MAX_NATS:g} nats or "
+                      f"{MAX_SHARE:g}% of the floor", param, ctx)
         return (number / 100, True) if relative else (number, False)
 
 

@@ -8,6 +8,7 @@ the `--speed` load. The gate's trade (judge/trade.py) reads it beside the run he
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import msgspec
@@ -117,7 +118,19 @@ def read_figures(path: Path) -> ServerFigures:
     if figures.version != FIGURES_VERSION:
         raise RunFileError(f"{path}: figures version {figures.version}; this kveval reads "
                            f"{FIGURES_VERSION}")
+    for start in figures.starts:
+        if timestamp(start.at) is None:
+            raise RunFileError(f"{path}: not a kveval ab figures file (a start's `at`, "
+                               f"{start.at[:40]!r}, is no ISO time)")
     return figures
+
+
+def timestamp(at: str) -> float | None:
+    """A start's `at` (ISO time) as seconds since the epoch, or None where it is not one."""
+    try:
+        return datetime.fromisoformat(at).timestamp()
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def read_optional(path: Path) -> ServerFigures | None:

@@ -30,6 +30,9 @@ def open_log(log: Path, record: Path) -> BinaryIO:
 
     try:
         regular_target(record)
+    except NotRegular as exc:
+        raise RunFileError(f"{record}: {exc}") from None
+    try:
         return open_append(log)
     except NotRegular as exc:
         raise RunFileError(f"{exc.filename or log}: {exc}") from None

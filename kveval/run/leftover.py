@@ -6,8 +6,10 @@ The record holds the server's process id (the leader of its process group), its 
 removed once it is stopped. The watchdog (run/watchdog.py) ends a server whose kveval died;
 the record is for what outlives both (a watchdog killed with kveval's whole scope, a machine
 that took the watchdog down). A rerun stops a recorded server only while it is provably the
-one recorded (the same boot, the leader's start time unchanged, or the leader gone with its
-group left: watchdog.ours), never by name, and never a process that took its number since.
+one recorded (the same boot, the leader's start time unchanged, or the leader gone and every
+member of its group marked as its own: watchdog.ours), never by name, never a process that
+took its number since, never kveval's own group. Every number of a record is bounded; a
+record that is not one is one line (exit 2), never guessed at.
 """
 
 from __future__ import annotations
@@ -15,33 +17,31 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Annotated
 
 import click
 import msgspec
 
 from kveval.errors import RunFileError
-from kveval.run.watchdog import end_group, ended, ours, start_ticks
+from kveval.run.watchdog import PID_MAX, boot_id, end_group, ended, ours, start_ticks
 
 RECORD_BYTES = 4096  # a record larger than this is not one
+Pid = Annotated[int, msgspec.Meta(ge=1, le=PID_MAX)]
+Ticks = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+Text = Annotated[str, msgspec.Meta(max_length=256)]
 
 
 class Record(msgspec.Struct, frozen=True):
-    pid: int
-    start_ticks: int | None
-    boot_id: str | None
-    label: str = ""
-    owner: int | None = None  # the kveval that started it, and when that one started
-    owner_ticks: int | None = None
+    pid: Pid
+    start_ticks: Ticks | None
+    boot_id: Text | None
+    label: Text = ""
+    owner: Pid | None = None  # the kveval that started it, and when that one started
+    owner_ticks: Ticks | None = None
 
 
 class Owned(RunFileError):
     """The recorded server belongs to a kveval that is still running."""
-
-
-def boot_id() -> str | None:
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
-    return None
 
 
 def record_of(log: Path) -> Path:
@@ -59,14 +59,21 @@ def write_record(path: Path, pid: int, label: str) -> None:
 
 
 def read_record(path: Path) -> Record | None:
-    """The record on file, or None where there is none or it is not one."""
-    from kveval.errors import KvevalError
+    """The record on file, or None where there is none; RunFileError (one line) where the
+    path holds something else than a record."""
     from kveval.formats.limits import read_whole
+    from kveval.safe import terminal
 
     try:
         return msgspec.json.decode(read_whole(path, RECORD_BYTES), type=Record)
-    except (OSError, ValueError, KvevalError, msgspec.DecodeError, msgspec.ValidationError):
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise RunFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise RunFileError(f"{path}: not a record of a server kveval started "
+                           f"({terminal(str(exc))}); stop any server of this experiment still "
+                           "running, then remove it") from None
 
 
 def remove_record(path: Path) -> None:
@@ -92,7 +99,7 @@ def stop_recorded(path: Path, grace: float) -> int | None:
     """Stop the server the record at `path` names where it is still running and the kveval
     that started it is not (Owned, one line, where it is); the record removed. The process
     id stopped, or None."""
-    record = read_record(path) if path.is_file() else None
+    record = read_record(path)
     if record is not None and alive(record) and owned(record):
         raise Owned(f"{path.parent.parent}: another kveval (process {record.owner}) runs its "
                     f"server {record.label or path.stem} now; let that `kveval ab` end (or "

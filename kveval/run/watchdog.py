@@ -14,8 +14,10 @@ that group too: PR_SET_PDEATHSIG alone ends only the wrapper.
   watchdog reads it and exits.
 - kveval dies: the pipe reads end of file; the watchdog sends SIGTERM to the group, SIGKILL
   after the grace period, and exits once the group is gone. It ends the group only while it
-  is the one the launcher led (`ours`: the leader's start time unchanged, or the leader gone
-  and members left, which Linux never gives another group's id).
+  is the one the launcher led (`ours`: the leader's start time unchanged; or, the leader gone,
+  every member marked as the launcher's: the launcher puts `KVEVAL_SERVER_GROUP=PID:START:BOOT`
+  in the server's environment, which its children inherit). Never the group of the process
+  that asks, never a number past the kernel's largest process id.
 
 `start_ticks` and `ours` are the same rule a rerun applies to a server recorded in
 `servers/LABEL.pid` (run/leftover.py).
@@ -31,28 +33,49 @@ import time
 
 POLL_S = 0.05
 GONE_S = 10.0  # after SIGKILL: how long the group may take to go
+PID_MAX = 1 << 22  # Linux's largest process id (pid_max's ceiling)
+MARK = "KVEVAL_SERVER_GROUP"  # in a server's environment: the group kveval started it in
+ENVIRON_BYTES = 4 << 20  # of /proc/PID/environ read for the mark
+
+
+def boot_id() -> str | None:
+    with contextlib.suppress(OSError, UnicodeDecodeError), \
+            open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+        return fh.read().strip()
+    return None
+
+
+def mark(pgid: int, started: int | None) -> str:
+    """What every process of the group kveval started carries: its leader, the leader's start
+    time, the boot."""
+    return f"{pgid}:{started}:{boot_id()}"
+
+
+def _fields(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat's fields after the command's name (state, ppid, pgrp, ...)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return stat[stat.rindex(b")") + 2:].split()
+    except (OSError, ValueError):
+        return None
 
 
 def start_ticks(pid: int) -> int | None:
     """When the process started (clock ticks since boot: /proc/PID/stat's 22nd field), or
     None where it is gone or there is no /proc. A zombie keeps its start time: a group whose
     leader ended is still that group while members are left."""
+    fields = _fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
+        return int(fields[19]) if fields else None
+    except (ValueError, IndexError):
         return None
 
 
 def ended(pid: int) -> bool:
     """The process has ended: gone, or a zombie waiting for its reaper."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return True
-    return stat[stat.rindex(b")") + 2:].split()[:1] in ([b"Z"], [b"X"])
+    fields = _fields(pid)
+    return fields is None or fields[:1] in ([b"Z"], [b"X"])
 
 
 def members(pgid: int) -> bool:
@@ -66,14 +89,36 @@ def members(pgid: int) -> bool:
     return True
 
 
+def group(pgid: int) -> list[int]:
+    """The processes of the group, as /proc lists them."""
+    try:
+        names = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    return [pid for pid in names if (fields := _fields(pid)) and fields[2:3] == [b"%d" % pgid]]
+
+
+def _marked(pid: int, entry: bytes) -> bool:
+    """The process carries `entry` in its environment."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return entry in b"\0" + fh.read(ENVIRON_BYTES)
+    except OSError:
+        return False
+
+
 def ours(pgid: int, started: int | None) -> bool:
     """The group is still the one whose leader started at `started`: the leader alive with
-    that start time, or gone with members left (a group's id is not reused while it has
-    members); never a process that took the number since."""
-    if started is None or not members(pgid):
+    that start time, or gone with every member marked as that leader's (`mark`); never a
+    process that took the number since, never the asking process's own group."""
+    if started is None or not 1 < pgid <= PID_MAX or pgid == os.getpgrp() or not members(pgid):
         return False
     now = start_ticks(pgid)
-    return now == started or (now is None and not os.path.exists(f"/proc/{pgid}"))
+    if now is not None or os.path.exists(f"/proc/{pgid}"):
+        return now == started
+    entry = f"\0{MARK}={mark(pgid, started)}\0".encode()
+    live = [pid for pid in group(pgid) if not ended(pid)]  # a zombie holds nothing to stop
+    return bool(live) and all(_marked(pid, entry) for pid in live)
 
 
 def end_group(pgid: int, started: int | None, grace: float) -> None:
@@ -143,6 +188,7 @@ def main(argv: list[str]) -> None:
     die_with_parent()
     if os.getppid() != parent:
         sys.exit(1)
+    os.environ[MARK] = mark(os.getpid(), start_ticks(os.getpid()))
     _fork_watchdog(fd, grace)
     try:
         os.execvp(command[0], command)

@@ -3,6 +3,7 @@ pilot's runs; its JSON for CI."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,8 +20,9 @@ def _figure(value: float | None, kind: str, floor: float | None = None) -> str:
     if kind == "divergence":
         if value == 0:
             return "any rise"
-        share = f" ({100 * value / floor:.1f}% of the floor)" if floor else ""
-        return f"{value:.2g} nats{share}"
+        share = 100 * value / floor if floor else math.inf
+        share_text = f" ({share:.1f}% of the floor)" if math.isfinite(share) else ""
+        return f"{value:.2g} nats{share_text}"
     return f"{value:.1f} points" if kind == "accuracy" else f"{value:.0f}% of items"
 
 

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kveval.errors import KvevalError
 from kveval.formats.figures import KvPool
 from kveval.formats.gguf import kv_bytes_per_token, kv_shape
+from kveval.formats.limits import read_whole
 from kveval.formats.numbers import count
 
 LLAMA_FLAGS = {"model": ("-m", "--model"), "k": ("-ctk", "--cache-type-k"),
@@ -53,12 +55,9 @@ def llama(argv: Sequence[str], model_path: str | None = None) -> KvPool | None:
 
 
 def _config(folder: str) -> dict[str, Any] | None:
-    path = Path(folder) / "config.json"
     try:
-        if not path.is_file() or path.stat().st_size > CONFIG_BYTES:
-            return None
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        found = json.loads(read_whole(Path(folder) / "config.json", CONFIG_BYTES))
+    except (OSError, KvevalError, ValueError, RecursionError):
         return None
     return found if isinstance(found, dict) else None
 
