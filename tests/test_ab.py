@@ -91,6 +91,8 @@ def test_ab_gives_the_verdict_and_what_the_change_bought(tmp_path: Path, suite: 
     assert ratio["kv_bytes_per_token"]["noise_range"] == [1.0, 1.0]
     assert gate["trade"]["candidate"]["kv_cache_type"] == "q8_0"
     assert gate["trade"]["baseline"]["output_tokens_per_s"] > 0
+    assert gate["trade"]["baseline"]["host_load_1m"] >= 0  # what the host was doing
+    assert gate["trade"]["baseline"]["cpus"] == os.cpu_count()
     assert gate["trade"]["candidate"]["setup"]["server_args"] == Q8
     assert "Trade: what the change bought" in (tmp_path / "ab" / "report.html").read_text()
     assert len(sent(tmp_path)) == 3 * PROMPTS  # baseline, noise1, candidate

@@ -12,6 +12,7 @@ the same setup continues a cut run.
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import sys
 import time
@@ -115,11 +116,22 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
+def host_load() -> float | None:
+    """The host's 1-minute load average now, where the system tells it."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
 def pace(before: tuple[int, int], path: Path, wall_s: float, old: RunFigures | None,
-         concurrency: int) -> RunFigures:
-    """The run's figures with this stretch of sending added."""
+         concurrency: int, loads: tuple[float | None, float | None]) -> RunFigures:
+    """The run's figures with this stretch of sending added (`loads`: the host's load at
+    its start and end)."""
     items, tokens, latencies = _answered(path)
-    sent = (*(old.sent if old else ()), Sending(items - before[0], tokens - before[1], wall_s))
+    load = (loads[0], loads[1]) if loads[0] is not None and loads[1] is not None else None
+    sent = (*(old.sent if old else ()), Sending(items - before[0], tokens - before[1], wall_s,
+                                                load, os.cpu_count()))
     return RunFigures(concurrency, sent, items, _pct(latencies, 50), _pct(latencies, 95))
 
 
@@ -161,14 +173,15 @@ def send(ctx: Context, step: RunStep, start: Start, server: serve.Server,
                f"{' (shuffled)' if step.order == 'shuffle' else ''}", err=True)
     warm_up()
     before = _answered(step.path)[:2]
-    began = time.perf_counter()
+    began, load = time.perf_counter(), host_load()
     try:  # stdout is the gate's: each run's summary goes to stderr with the progress
         with contextlib.redirect_stdout(sys.stderr):
             return run_session(run_options(ctx, step, start.side, server.base_url))
     finally:
         if not step.forced:
             record.update(run=pace(before, step.path, time.perf_counter() - began,
-                                   record.figures.run, ctx.opts.concurrency))
+                                   record.figures.run, ctx.opts.concurrency,
+                                   (load, host_load())))
 
 
 def send_step(ctx: Context, step: RunStep, start: Start, server: serve.Server,
