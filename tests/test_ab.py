@@ -246,3 +246,13 @@ def test_speed_measures_a_streaming_load_on_every_server(tmp_path: Path, suite: 
     assert all(load["errors"] == 0 and load["output_tokens"] == 8 for load in speed)
     assert all(load["ttft_p50_s"] > 0 and load["output_tokens_per_s"] > 0 for load in speed)
     assert 60 <= speed[0]["prompt_tokens"] <= 68
+
+
+def test_ab_timeout_bounds_each_attempt_and_a_resend_is_said(tmp_path: Path) -> None:
+    done = ab(tmp_path, write_suite(tmp_path, 4), "--timeout", "0.5",
+              serve_cmd=serve(tmp_path, "--fault slow-first:1.5"))
+    said = [line for line in done.stderr.splitlines() if line.startswith("note: a request")]
+    assert said and all("failed (no complete answer within --timeout 0.5 s); sending it again "
+                        "(attempt 2 of 4)" in line for line in said)
+    assert "request(s) sent again after a failed attempt (no complete answer within " \
+           "--timeout 0.5 s: 1)" in done.stderr  # each run's summary counts its own
