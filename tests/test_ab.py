@@ -203,7 +203,7 @@ def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path, suite: Path)
     done = ab(tmp_path, suite, "--dry-run", "--teacher-force", "off")
     assert done.returncode == 0, done.stderr
     assert "start 1: baseline: " in done.stdout and "start 3: candidate: " in done.stdout
-    assert "ab_server.py --port '{port}'" in done.stdout and Q8 in done.stdout
+    assert "ab_server.py --port {port} --pids" in done.stdout and Q8 in done.stdout
     assert "noise1.jsonl (--order shuffle): new" in done.stdout
     assert "candidate.jsonl (--order shuffle): new" in done.stdout
     assert "forced" not in done.stdout
