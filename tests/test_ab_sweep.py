@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from test_ab import Q8, alive, command, environment, last_line, pids, sent, serve, write_suite
 
 from kveval.judge.sweep import Costs, Row, row, sweep_exit
-from kveval.show.sweep_view import cells
+from kveval.show.sweep_view import blocks, cells
 
 Q4 = "--cache-type-k q4_0 --cache-type-v q4_0"
 
@@ -182,6 +182,20 @@ def test_each_worst_of_figure_names_its_task() -> None:
     assert found.costs.worst == {"points_lost": "gsm8k", "drift": "prompts"}
     text = cells(found)
     assert text[2] == "+40.0 (gsm8k)" and text[3] == "+100.0% (prompts)" and text[4] == "-"
+
+
+def test_a_candidates_speed_caution_stands_under_the_sweep() -> None:
+    """The trade's caution (runs timed under different loads) beside the sweep's ratios."""
+    load = {"loads": {"baseline": 6.0, "noise1": 5.9, "q4": 2.0}, "apart": 4.0, "cpus": 2}
+    ratio = {"output_tokens_per_s": {"ratio": 1.7, "noise_range": [0.98, 1.02],
+                                     "setup_runs": 2}}
+    gate = {"verdict": "pass", "exit_code": 0, "tasks": [],
+            "trade": {"ratio": ratio, "speed_caveats": {"load": load}}}
+    text = "\n".join(str(b) for b in blocks([row("q4", gate), row("q8", {"verdict": "pass"})],
+                                            "PASS", {}))
+    assert "q4: speed caution: the runs were timed under different host loads (1-minute load " \
+           "average baseline 6.0, noise1 5.9, q4 2.0, on 2 CPUs; 4.0 apart)" in text
+    assert "q8: speed caution" not in text
 
 
 @given(st.lists(st.sampled_from([0, 1, 2]), min_size=1, max_size=6))

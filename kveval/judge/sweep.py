@@ -42,6 +42,7 @@ class Row:
     exit_code: int
     costs: Costs
     bought: dict[str, Any]  # the trade's ratios of BOUGHT (ratio, noise_range)
+    speed_caveats: dict[str, Any] = field(default_factory=dict)  # the trade's, where any
 
 
 def _number(value: Any) -> float | None:
@@ -96,10 +97,12 @@ def costs(gate: Mapping[str, Any]) -> Costs:
 
 
 def row(name: str, gate: Mapping[str, Any]) -> Row:
-    ratio = (gate.get("trade") or {}).get("ratio") or {}
+    trade = gate.get("trade") or {}
+    ratio = trade.get("ratio") or {}
     return Row(name, str(gate.get("verdict", "cannot judge")),
                int(gate.get("exit_code", EXIT_INPUT)), costs(gate),
-               {k: ratio[k] for k in BOUGHT if isinstance(ratio.get(k), dict)})
+               {k: ratio[k] for k in BOUGHT if isinstance(ratio.get(k), dict)},
+               dict(trade.get("speed_caveats") or {}))
 
 
 def sweep_exit(rows: Sequence[Row]) -> tuple[int, str]:

@@ -46,13 +46,21 @@ def cells(r: Row) -> tuple[str, ...]:
                                                  "output_tokens_per_s", "latency_p50_s")))
 
 
+def cautions(rows: Sequence[Row]) -> list[str]:
+    """Each candidate's speed caution (show/trade_view.py), where its ratios have one."""
+    from kveval.show.trade_view import caution
+
+    found = [caution({"ratio": r.bought, "speed_caveats": r.speed_caveats}) for r in rows]
+    return [f"{r.name}: {line}" for r, line in zip(rows, found, strict=True) if line]
+
+
 def blocks(rows: Sequence[Row], verdict: str, pages: Mapping[str, str]) -> list[Any]:
     shown = [f"{r.name}: {', '.join(r.costs.shown)}" for r in rows if r.costs.shown]
     return [Heading(f"kveval ab: {verdict}"),
             "each candidate against the one pool of the baseline and its restarts, gated at "
             "the gate's level as it would be alone; each cost is its worst task's (named); "
             "ratios to the baseline's setup (its restarts' range)",
-            Table(HEADER, tuple(cells(r) for r in rows)),
+            Table(HEADER, tuple(cells(r) for r in rows)), *cautions(rows),
             *(f"shown: {line}" for line in shown),
             *(f"{name}: its full verdict {path}" for name, path in pages.items())]
 
@@ -133,6 +141,7 @@ def page(rows: Sequence[Row], gates: Mapping[str, dict[str, Any]], verdict: str,
     data = {"verdict": verdict, "header": list(HEADER),
             "rows": [{"cells": list(cells(r)), "page": pages.get(r.name),
                       "shown": list(r.costs.shown)} for r in rows],
+            "cautions": cautions(rows),
             "chart": _svg(chart(rows, gates)), "positions": position_charts(gates),
             "version": __version__}
     return str(_environment().get_template("sweep.html.j2").render(**data))
