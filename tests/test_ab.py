@@ -256,3 +256,14 @@ def test_ab_timeout_bounds_each_attempt_and_a_resend_is_said(tmp_path: Path) -> 
                         "(attempt 2 of 4)" in line for line in said)
     assert "request(s) sent again after a failed attempt (no complete answer within " \
            "--timeout 0.5 s: 1)" in done.stderr  # each run's summary counts its own
+
+
+def test_a_rerun_without_concurrency_keeps_the_experiments_own(tmp_path: Path,
+                                                                suite: Path) -> None:
+    assert ab(tmp_path, suite).returncode == 0  # made at --concurrency 1
+    cmd = command(tmp_path, suite)
+    at = cmd.index("--concurrency")
+    again = subprocess.run(cmd[:at] + cmd[at + 2:], capture_output=True, text=True,
+                           timeout=120, env=environment())
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("finished on file; not started") == 3
