@@ -180,7 +180,7 @@ def forcing_method(base_url: str, model: str, api_key: str | None,
     method = select(Probe(base_url, model, api_key), fingerprint)
 
     async def tried() -> str | None:
-        conn = make_client(ClientConfig(base_url, api_key, CHECK_TIMEOUT_S, retries=0))
+        conn = make_client(ClientConfig(base_url, api_key, SLOW_TIMEOUT_S, retries=0))
         try:
             return await _forced(conn, method, base_url, model)
         finally:

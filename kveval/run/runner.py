@@ -133,7 +133,8 @@ def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
         state: dict[str, Any] = {}
 
         def on_start() -> None:
-            state["bar"] = stack.enter_context(_bar(len(jobs), description))
+            if jobs:  # nothing to send: no bar
+                state["bar"] = stack.enter_context(_bar(len(jobs), description))
 
         def on_record(record: ItemRecord) -> None:
             nonlocal errors
