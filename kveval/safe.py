@@ -117,3 +117,21 @@ def redact_url(url: str) -> str:
     if port:
         netloc += f":{port}"
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+PLACEHOLDERS = ("{port}", "{slot}", "{gpu}")  # kveval ab's, filled when a server starts
+
+
+def shell_line(words: list[str] | tuple[str, ...]) -> str:
+    """A command line to copy, as shlex.join quotes it, but a word whose only characters a
+    shell would read are a placeholder's braces left bare (`--port {port}`: braces without a
+    comma or `..` are literal to a shell, and quotes would read as part of the value)."""
+    import shlex
+
+    def word(text: str) -> str:
+        bare = text
+        for mark in PLACEHOLDERS:
+            bare = bare.replace(mark, "")
+        return text if bare != text and (not bare or shlex.quote(bare) == bare) else \
+            shlex.quote(text)
+    return " ".join(word(w) for w in words)

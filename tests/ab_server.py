@@ -110,8 +110,10 @@ def reply(body: dict[str, Any], flip: float = 0.0) -> dict[str, Any]:
 
 
 def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
-    seen = [0]
+    seen, slowed = [0], [False]
     die_at = int(args.fault.split(":")[1]) if args.fault.startswith("die:") else 0
+    # slow-first:S: the first answer request (no one-token probe) takes S seconds
+    slow = float(args.fault.split(":")[1]) if args.fault.startswith("slow-first:") else 0.0
 
     class Handler(BaseHTTPRequestHandler):
 
@@ -172,7 +174,10 @@ def handler(args: argparse.Namespace) -> type[BaseHTTPRequestHandler]:
                 print("GGML_ASSERT: fake crash", flush=True)
                 os._exit(134)
             hold(args, body)
-            time.sleep(args.latency)
+            with LOCK:
+                first = not slowed[0] and body.get("max_tokens") != 1
+                slowed[0] = slowed[0] or first
+            time.sleep(args.latency + (slow if first else 0.0))
             if args.fault == "log-key":  # the key it was sent, wrapped over two log lines
                 key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                 print(f"request auth: {key[:len(key) // 2]}", flush=True)

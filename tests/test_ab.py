@@ -91,6 +91,8 @@ def test_ab_gives_the_verdict_and_what_the_change_bought(tmp_path: Path, suite: 
     assert ratio["kv_bytes_per_token"]["noise_range"] == [1.0, 1.0]
     assert gate["trade"]["candidate"]["kv_cache_type"] == "q8_0"
     assert gate["trade"]["baseline"]["output_tokens_per_s"] > 0
+    assert gate["trade"]["baseline"]["host_load_1m"] >= 0  # what the host was doing
+    assert gate["trade"]["baseline"]["cpus"] == os.cpu_count()
     assert gate["trade"]["candidate"]["setup"]["server_args"] == Q8
     assert "Trade: what the change bought" in (tmp_path / "ab" / "report.html").read_text()
     assert len(sent(tmp_path)) == 3 * PROMPTS  # baseline, noise1, candidate
@@ -201,7 +203,7 @@ def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path, suite: Path)
     done = ab(tmp_path, suite, "--dry-run", "--teacher-force", "off")
     assert done.returncode == 0, done.stderr
     assert "start 1: baseline: " in done.stdout and "start 3: candidate: " in done.stdout
-    assert "ab_server.py --port '{port}'" in done.stdout and Q8 in done.stdout
+    assert "ab_server.py --port {port} --pids" in done.stdout and Q8 in done.stdout
     assert "noise1.jsonl (--order shuffle): new" in done.stdout
     assert "candidate.jsonl (--order shuffle): new" in done.stdout
     assert "forced" not in done.stdout
@@ -244,3 +246,24 @@ def test_speed_measures_a_streaming_load_on_every_server(tmp_path: Path, suite: 
     assert all(load["errors"] == 0 and load["output_tokens"] == 8 for load in speed)
     assert all(load["ttft_p50_s"] > 0 and load["output_tokens_per_s"] > 0 for load in speed)
     assert 60 <= speed[0]["prompt_tokens"] <= 68
+
+
+def test_ab_timeout_bounds_each_attempt_and_a_resend_is_said(tmp_path: Path) -> None:
+    done = ab(tmp_path, write_suite(tmp_path, 4), "--timeout", "0.5",
+              serve_cmd=serve(tmp_path, "--fault slow-first:1.5"))
+    said = [line for line in done.stderr.splitlines() if line.startswith("note: a request")]
+    assert said and all("failed (no complete answer within --timeout 0.5 s); sending it again "
+                        "(attempt 2 of 4)" in line for line in said)
+    assert "request(s) sent again after a failed attempt (no complete answer within " \
+           "--timeout 0.5 s: 1)" in done.stderr  # each run's summary counts its own
+
+
+def test_a_rerun_without_concurrency_keeps_the_experiments_own(tmp_path: Path,
+                                                                suite: Path) -> None:
+    assert ab(tmp_path, suite).returncode == 0  # made at --concurrency 1
+    cmd = command(tmp_path, suite)
+    at = cmd.index("--concurrency")
+    again = subprocess.run(cmd[:at] + cmd[at + 2:], capture_output=True, text=True,
+                           timeout=120, env=environment())
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("finished on file; not started") == 3

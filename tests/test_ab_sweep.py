@@ -9,13 +9,15 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_ab import Q8, alive, command, environment, last_line, pids, sent, serve, write_suite
 
-from kveval.judge.sweep import Costs, Row, sweep_exit
+from kveval.judge.sweep import Costs, Row, row, sweep_exit
+from kveval.show.sweep_view import blocks, cells
 
 Q4 = "--cache-type-k q4_0 --cache-type-v q4_0"
 
@@ -53,6 +55,8 @@ def test_a_candidate_added_later_starts_only_its_server(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert len(pids(tmp_path)) == before + 1
     assert done.stderr.count("finished on file; not started") == 3
+    q4_row = next(line for line in done.stdout.splitlines() if line.lstrip().startswith("q4"))
+    assert "(prompts)" in q4_row  # each worst-of figure names its task
     changed = sweep(tmp_path, "--candidate", f"q4={Q8} --latency 0")
     assert changed.returncode == 2
     assert "--candidate q4=" in last_line(changed.stderr) and "(on file: " in last_line(
@@ -163,6 +167,35 @@ def test_a_bad_sweep_is_one_line(tmp_path: Path, args: tuple[str, ...], words: s
 def _row(name: str, code: int) -> Row:
     return Row(name, {0: "pass", 1: "regression"}.get(code, "cannot judge"), code,
                Costs(None, None, None, False, ()), {})
+
+
+def _task(name: str, lost: float, changed: int) -> dict[str, Any]:
+    return {"task": name, "accuracy": {"difference": -lost},
+            "drift": {"candidate": {"pairs": 10, "changed": changed},
+                      "noise": {"pairs": 10, "changed": 0}}}
+
+
+def test_each_worst_of_figure_names_its_task() -> None:
+    gate = {"verdict": "regression", "exit_code": 1,
+            "tasks": [_task("gsm8k", 0.4, 9), _task("prompts", 0.0, 10)]}
+    found = row("q4", gate)
+    assert found.costs.worst == {"points_lost": "gsm8k", "drift": "prompts"}
+    text = cells(found)
+    assert text[2] == "+40.0 (gsm8k)" and text[3] == "+100.0% (prompts)" and text[4] == "-"
+
+
+def test_a_candidates_speed_caution_stands_under_the_sweep() -> None:
+    """The trade's caution (runs timed under different loads) beside the sweep's ratios."""
+    load = {"loads": {"baseline": 6.0, "noise1": 5.9, "q4": 2.0}, "apart": 4.0, "cpus": 2}
+    ratio = {"output_tokens_per_s": {"ratio": 1.7, "noise_range": [0.98, 1.02],
+                                     "setup_runs": 2}}
+    gate = {"verdict": "pass", "exit_code": 0, "tasks": [],
+            "trade": {"ratio": ratio, "speed_caveats": {"load": load}}}
+    text = "\n".join(str(b) for b in blocks([row("q4", gate), row("q8", {"verdict": "pass"})],
+                                            "PASS", {}))
+    assert "q4: speed caution: the runs were timed under different host loads (1-minute load " \
+           "average baseline 6.0, noise1 5.9, q4 2.0, on 2 CPUs; 4.0 apart)" in text
+    assert "q8: speed caution" not in text
 
 
 @given(st.lists(st.sampled_from([0, 1, 2]), min_size=1, max_size=6))

@@ -229,3 +229,37 @@ def test_timeout_gives_a_slow_server_the_time_it_needs(capsys: Any) -> None:
         default, _, _ = checked(capsys, server.base_url)
     assert short == 2 and not data["runnable"] and "within --timeout 0.3 s" in err
     assert default == 0
+
+
+def test_llama_servers_context_is_said_per_slot_with_the_total(capsys: Any) -> None:
+    """-c 16384 -np 4: /props says n_ctx 4096, each slot's."""
+    with llama_server(toy(), slots=4) as server:
+        code, data, _ = checked(capsys, server.base_url)
+        _, out, _ = kveval(capsys, "check", "--endpoint", server.base_url)
+    assert code == 0
+    found = data["fingerprint"]
+    assert "context_length" not in found
+    assert (found["context_length_per_slot"], found["slots"],
+            found["context_length_total"]) == (4096, 4, 16384)
+    assert "context_length_per_slot 4096, slots 4, context_length_total 16384" in out
+
+
+def test_the_slow_probes_have_a_longer_bound_than_the_quick_ones(capsys: Any,
+                                                                 monkeypatch: Any) -> None:
+    """A loaded CPU: the batch's requests take longer than the quick probes' bound."""
+    from fake_engines import openai_logprobs
+
+    from kveval.run import check
+
+    def answer(body: dict[str, Any]) -> str:
+        text = body.get("prompt") or body["messages"][-1]["content"]
+        time.sleep(0.6 if text == ASKED or text in OTHERS else 0.0)
+        return "Paris"
+
+    monkeypatch.setattr(check, "CHECK_TIMEOUT_S", 0.4)
+    with FakeServer(Behaviour(answer=answer, logprobs=openai_logprobs())) as server:
+        code, data, err = checked(capsys, server.base_url)
+        _, bound, _ = checked(capsys, server.base_url, "--timeout", "0.4")
+    assert code == 0, err
+    assert data["batch_invariance"]["identical"] is True
+    assert bound["batch_invariance"]["identical"] is not True  # --timeout bounds them all

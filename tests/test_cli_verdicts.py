@@ -387,3 +387,18 @@ def test_score_appends_per_task_extra_sections(runs, capsys, monkeypatch):
     assert "**length x depth**" in kveval(capsys, *args + ["--markdown"])[1]
     data = json.loads(kveval(capsys, *args + ["--json"])[1])
     assert data["tasks"][0]["extras"] == [{"grid": [1]}]
+
+
+def test_score_of_a_restart_is_not_asked_whether_it_is_a_different_setup(
+        capsys: Any, runs: dict[str, str], tmp_path: Path) -> None:
+    """A restart has the baseline's fingerprint by design: labelled as one (`kveval ab`'s
+    noise1), nothing is said; otherwise the words allow that it is one."""
+    restart = write(tmp_path / "noise1.jsonl", header("noise1"),
+                    gsm8k_items(500, set(range(3, 47))) + prompt_items(60, set()))
+    _, out, _ = kveval(capsys, "score", restart, "--baseline", runs["bf16a"])
+    assert "fingerprints differs" not in out and "different setup" not in out
+    _, out, _ = kveval(capsys, "score", runs["bf16b"], "--baseline", runs["bf16a"])
+    assert "nothing in the server fingerprints differs between bf16a and bf16b: a restart of " \
+           "the same setup, or a change the server does not tell (state it with --setup " \
+           "KEY=VALUE)" in " ".join(out.split())
+    assert "really a different setup" not in out

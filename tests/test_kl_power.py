@@ -197,3 +197,22 @@ def test_what_a_gate_could_have_seen_does_not_grow_with_the_candidates_own_rise(
         task = json.loads(out)["tasks"][0]
         seen[label] = task["detectable"]["divergence"]["value"]
     assert seen["five"] is not None and seen["five"] == pytest.approx(seen["same"], rel=0.01)
+
+
+def test_a_forced_pilot_of_ab_prints_its_port_placeholder_bare(capsys: Any,
+                                                                tmp_path: Path) -> None:
+    """`kveval ab` records its endpoint as http://127.0.0.1:{port}/v1: the commands print the
+    placeholder as a value to fill, never shell-quoted."""
+    rng = np.random.default_rng(3)
+    typical = rng.lognormal(0, 0.5, 100) * 0.01
+    forced = {"baseline": "free", "method": "forced_decoding"}
+    at = {"teacher_force": forced, "endpoint": "http://127.0.0.1:{port}/v1"}
+    ref = write(tmp_path / "ref.jsonl", header("ref", **at), forced_items(np.zeros(100)))
+    noise = [write(tmp_path / f"r{i}.jsonl", header(f"r{i}", **at),
+                   forced_items(typical * np.exp(rng.normal(0, 0.1, 100)))) for i in (1, 2)]
+    code, out, err = kveval(capsys, "plan", ref, "--noise", noise[0], "--noise", noise[1],
+                           "--detect-kl", "20%", "--json")
+    assert code == 0, err
+    commands = json.loads(out)["commands"]
+    assert commands and all(c.startswith("kveval run --endpoint http://127.0.0.1:{port}/v1 ")
+                            for c in commands)

@@ -66,3 +66,57 @@ def test_a_count_no_server_gives_is_unknown_never_an_error(capsys: Any, tmp_path
     assert code == 0, err
     trade = json.loads(out)["trade"]
     assert "kv_tokens" not in trade["candidate"] and "kv_tokens" not in trade["ratio"]
+
+
+def write_figures(run: Path, load: float, tokens: int = 900) -> None:
+    sending = {"items": 30, "output_tokens": tokens, "wall_s": 10.0, "load_1m": [load, load],
+               "cpus": 2}
+    figures = {"label": run.stem, "command": ["serve"],
+               "run": {"concurrency": 2, "sent": [sending], "items": 30}}
+    (run.parent / "servers").mkdir(exist_ok=True)
+    (run.parent / "servers" / f"{run.stem}.json").write_text(json.dumps(figures))
+
+
+def timed_gate(capsys: Any, tmp_path: Path, loads: tuple[float, float, float],
+               cut: int = 0) -> tuple[str, dict[str, Any]]:
+    paths = [write_run(tmp_path / f"{name}.jsonl", name, 1000, 0.5)
+             for name in ("bf16a", "fp8", "bf16b")]
+    if cut:  # the candidate's answers stop at max_tokens
+        lines = paths[1].read_text().splitlines()
+        cutoff = [json.dumps({**json.loads(line), "finish_reason": "length"})
+                  for line in lines[1:cut + 1]]
+        paths[1].write_text("\n".join([lines[0], *cutoff, *lines[cut + 1:]]) + "\n")
+    for path, load in zip(paths, loads, strict=True):
+        write_figures(path, load)
+    args = ("--baseline", str(paths[0]), "--candidate", str(paths[1]), "--noise", str(paths[2]))
+    _, out, _ = kveval(capsys, "gate", *args)
+    _, data, _ = kveval(capsys, "gate", *args, "--json")
+    return out, json.loads(data)["trade"]
+
+
+def test_speed_ratios_of_runs_timed_under_different_loads_say_so(capsys: Any,
+                                                                tmp_path: Path) -> None:
+    out, trade = timed_gate(capsys, tmp_path, (6.0, 2.0, 5.8))
+    assert trade["candidate"]["host_load_1m"] == 2.0 and trade["candidate"]["cpus"] == 2
+    assert trade["speed_caveats"]["load"]["apart"] == pytest.approx(4.0)
+    assert "speed caution: the runs were timed under different host loads (1-minute load " \
+           "average bf16a 6.0, fp8 2.0, bf16b 5.8, on 2 CPUs; 4.0 apart): the speed ratios " \
+           "measure the host as much as the cache" in out
+    assert out.index("output 1.00x tokens/s") < out.index("speed caution")
+    assert "host load (1 min)" in out
+
+
+def test_speed_ratios_of_runs_under_one_load_carry_no_caution(capsys: Any,
+                                                              tmp_path: Path) -> None:
+    out, trade = timed_gate(capsys, tmp_path, (2.0, 2.4, 1.9))
+    assert trade["speed_caveats"] == {} and "speed caution" not in out
+
+
+def test_a_candidate_cut_at_max_tokens_far_more_often_is_said(capsys: Any,
+                                                             tmp_path: Path) -> None:
+    out, trade = timed_gate(capsys, tmp_path, (2.0, 2.0, 2.0), cut=27)
+    assert trade["candidate"]["cut_at_max_tokens"] == 27
+    assert "speed caution: fp8's answers stopped at max_tokens on 27 of 30 items (90%; the " \
+           "baseline and its restarts 0%): its speed is the pace of cut text, not of " \
+           "answers" in out
+    assert "KV" not in out.split("speed caution")[1].splitlines()[0]

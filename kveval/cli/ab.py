@@ -48,8 +48,12 @@ SERVE_HELP = ("The server command, `{port}` where the port goes, e.g. \"llama-se
 @click.option("--suite", required=True, metavar="FILE.toml", help="The suite every run sends.")
 @click.option("--data", metavar="DIR", help="GSM8K folder with train.jsonl and test.jsonl.")
 @click.option("--model", help="Model id to request. Default: the one model /v1/models lists.")
-@click.option("--concurrency", type=click.IntRange(1, 4096), default=32, show_default=True,
-              help="Requests in flight at once in every run.")
+@click.option("--concurrency", type=click.IntRange(1, 4096),
+              help="Requests in flight at once in every run. Default: 32, or the slots each "
+                   "server reports where fewer (llama-server's /props total_slots).")
+@click.option("--timeout", type=options.Finite(min=0.1), metavar="S",
+              help="Seconds for a whole request attempt in every run, a slowly trickled answer "
+                   "included. Default: the suite's `timeout`, else 600.")
 @click.option("--teacher-force", type=click.Choice(["auto", "on", "off"]), default="auto",
               show_default=True,
               help="Each server, the baseline's own too, also scores the baseline's answers "

@@ -23,7 +23,8 @@ KV_TYPES = ("f16", "q8_0", "q4_0")
               help="Embedded engine only: its context size.")
 @click.option("--timeout", type=options.Finite(min=0.1), default=None, metavar="SECONDS",
               help="Each probe request's limit: more for a slow or loaded server (a CPU). "
-                   "Default: 5, the embedded engine 60.")
+                   "Default: 5, 30 for the forced, idle-slot and batch probes, the embedded "
+                   "engine 60.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
           timeout: float | None, as_json: bool) -> int:

@@ -150,14 +150,14 @@ def figures_beside(path: str) -> Any:
 def trade_of(inputs: Inputs) -> dict[str, Any]:
     from pathlib import Path
 
-    from kveval.formats.figures import latencies
+    from kveval.formats.figures import answered
     from kveval.judge.trade import trade
 
     base, cand = inputs.baseline, inputs.candidate
     assert base is not None and cand is not None
     sides = (base, cand, *inputs.noise)
     return trade(base, cand, inputs.noise, {s.path: figures_beside(s.path) for s in sides},
-                 {s.path: latencies(Path(s.path)) for s in sides})
+                 {s.path: answered(Path(s.path)) for s in sides})
 
 
 def trade_blocks(found: dict[str, Any]) -> list[Block]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kveval.cli import options, reading
+from kveval.safe import shell_line
 
 if TYPE_CHECKING:
     from kveval.judge.compare import Side
@@ -88,7 +88,7 @@ def grow_commands(result: Plan, base: Side, noises: list[Side], cand: Side | Non
     pilot = max((p.items for p in result.tasks if p.kind == "accuracy"), default=0)
     size = max(sizes, default=0)
     runs = [base, *noises, *([cand] if cand else [])]
-    found = ([shlex.join(["kveval", "run", "--resume", "-o", r.path, "--limit", str(size)])
+    found = ([shell_line(["kveval", "run", "--resume", "-o", r.path, "--limit", str(size)])
               for r in runs] if size > pilot else [])
     wanted = max((p.noise_runs_needed or 0 for p in result.tasks), default=0)
     limit = ["--limit", str(size)] if size > pilot else []
@@ -96,7 +96,7 @@ def grow_commands(result: Plan, base: Side, noises: list[Side], cand: Side | Non
         label = f"{re.sub(r'[^A-Za-z0-9._-]+', '_', base.label) or 'pilot'}-noise{k}"
         out = Path(base.path).with_name(f"{label}.jsonl")
         found.append(_forced_noise(base, out, k) if base.header and base.header.teacher_force
-                     else shlex.join(["kveval", "run", "--like", base.path, "--order",
+                     else shell_line(["kveval", "run", "--like", base.path, "--order",
                                       "shuffle", "--label", label, "-o", str(out), *limit]))
     return found
 
@@ -110,7 +110,7 @@ def _forced_noise(base: Side, out: Path, k: int) -> str:
     source = beside if beside.is_file() else Path("BASELINE.jsonl")
     endpoint = base.header.endpoint
     where = [] if endpoint == "embedded" else ["--endpoint", endpoint]
-    return shlex.join(["kveval", "run", *where, "--teacher-force", str(source), "--label",
+    return shell_line(["kveval", "run", *where, "--teacher-force", str(source), "--label",
                        out.stem, "-o", str(out)])
 
 

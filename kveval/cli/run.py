@@ -22,8 +22,9 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
               "output file's name.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Run file to write "
               "(JSONL). Default: results/LABEL.jsonl.")
-@click.option("--concurrency", type=click.IntRange(min=1, max=4096), default=32, show_default=True,
-              help="Requests in flight at once.")
+@click.option("--concurrency", type=click.IntRange(min=1, max=4096),
+              help="Requests in flight at once. Default: 32, or the slots the server reports "
+                   "where fewer (llama-server's /props total_slots).")
 @click.option("--api", type=click.Choice(["completions", "chat"]),
               help="API mode for every task. Default: each task's own.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Answer budget for every task.")
@@ -42,8 +43,9 @@ ENV_ENDPOINT = "KVEVAL_ENDPOINT"
 @click.option("--setup", multiple=True, metavar="KEY=VALUE", help="State what the server does "
               "not tell, e.g. --setup kv_cache=q8_0 (repeatable): recorded in the header and "
               "shown in every setup diff.")
-@click.option("--timeout", type=options.Finite(min=0.1), default=600.0, show_default=True,
-              help="Seconds for a whole request attempt, a slowly trickled answer included.")
+@click.option("--timeout", type=options.Finite(min=0.1),
+              help="Seconds for a whole request attempt, a slowly trickled answer included. "
+                   "Default: the suite's `timeout`, else 600.")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True,
               help="Retries per request: 5xx, 408/409/429 (after Retry-After), refused or dropped "
                    "connections, timeouts.")

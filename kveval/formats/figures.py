@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
@@ -36,6 +37,8 @@ class Sending(msgspec.Struct, frozen=True):
     items: int  # records written
     output_tokens: int  # completion tokens of its answered items
     wall_s: float
+    load_1m: tuple[float, float] | None = None  # the host's 1-minute load, at start and end
+    cpus: int | None = None  # the host's CPU count
 
 
 class RunFigures(msgspec.Struct, frozen=True):
@@ -52,6 +55,16 @@ class RunFigures(msgspec.Struct, frozen=True):
         wall = sum(s.wall_s for s in self.sent)
         tokens = sum(s.output_tokens for s in self.sent)
         return tokens / wall if wall > 0 and tokens > 0 else None
+
+    @property
+    def host_load(self) -> float | None:
+        """The host's mean 1-minute load average over the stretches that recorded it."""
+        loads = [x for s in self.sent if s.load_1m for x in s.load_1m]
+        return sum(loads) / len(loads) if loads else None
+
+    @property
+    def cpus(self) -> int | None:
+        return next((s.cpus for s in self.sent if s.cpus), None)
 
 
 class Load(msgspec.Struct, frozen=True):
@@ -138,18 +151,28 @@ def read_optional(path: Path) -> ServerFigures | None:
 
 
 class _Timed(msgspec.Struct):
-    """The two fields of a run file's line that its latency needs (the rest is skipped)."""
+    """The fields of a run file's line that its timing needs (the rest is skipped)."""
 
     type: str = ""
     status: str = ""
     latency_s: float | None = None
+    finish_reason: str | None = None
 
 
-def latencies(path: Path) -> list[float]:
-    """Each answered item's latency in a run file, read without the rest of its records
-    (judging reads runs lean, without them); [] where the file cannot be read."""
+class Answered(NamedTuple):
+    """A run's answered items as its speed figures need them."""
+
+    latencies: list[float]  # of the answered items that hold one
+    items: int = 0  # answered items
+    cut: int = 0  # of them, those that stopped at max_tokens (finish_reason "length")
+
+
+def answered(path: Path) -> Answered:
+    """Each answered item's latency in a run file and how many were cut at max_tokens, read
+    without the rest of its records (judging reads runs lean, without them); nothing where
+    the file cannot be read."""
     decoder = msgspec.json.Decoder(_Timed)
-    found = []
+    found, items, cut = [], 0, 0
     try:
         with path.open("rb") as fh:
             for line in fh:
@@ -157,8 +180,10 @@ def latencies(path: Path) -> list[float]:
                     item = decoder.decode(line)
                 except (msgspec.ValidationError, msgspec.DecodeError):
                     continue
-                if item.type == "item" and item.status == "ok" and item.latency_s is not None:
-                    found.append(item.latency_s)
+                if item.type == "item" and item.status == "ok":
+                    items += 1
+                    cut += item.finish_reason == "length"
+                    found.extend([item.latency_s] if item.latency_s is not None else [])
     except OSError:
-        return []
-    return found
+        return Answered([])
+    return Answered(found, items, cut)

@@ -5,6 +5,7 @@ whether the noise run is really the baseline's setup restarted."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,10 @@ from kveval.judge.compare import Side
 
 SAMPLING_FIELDS = ("api", "max_tokens", "stop", "temperature")
 VOLATILE_KEYS = records.VOLATILE_KEYS  # fields that change at every server start
+
+# a run labelled as a restart of the baseline's setup (`kveval ab`'s noise1, noise2-forced;
+# `kveval plan`'s LABEL-noise3): the same fingerprint is what it should have
+RESTART_LABEL = re.compile(r"(?:^|[-_.])noise\d*(?:-forced)?$")
 
 
 @dataclass(frozen=True)
@@ -98,9 +103,10 @@ def _fingerprint_warnings(labels: Sequence[str], headers: Sequence[RunHeader],
     if not base.fingerprint and not cand.fingerprint:
         return [f"{labels[0]} and {labels[1]} carry no server fingerprint: kveval cannot show "
                 "what changed"]
-    if not diffs:
+    if not diffs and not RESTART_LABEL.search(labels[1]):
         return [f"nothing in the server fingerprints differs between {labels[0]} and "
-                f"{labels[1]}: is the candidate really a different setup?"]
+                f"{labels[1]}: a restart of the same setup, or a change the server does not "
+                "tell (state it with --setup KEY=VALUE)"]
     return []
 
 

@@ -7,15 +7,16 @@ family over candidates would make each verdict depend on how many others were tr
 it (docs/verdicts.md). The sweep exits 1 where any candidate shows a regression, else 2
 where any could not be judged, else 0.
 
-A candidate's costs are read from its gate's JSON, the worst task of each: accuracy points
-lost against the baseline, the share of answers it changed beyond the restarts' share, and
-the mean KL per token over the restarts' (forced where the experiment forced, else free).
+A candidate's costs are read from its gate's JSON, the worst task of each, named beside it:
+accuracy points lost against the baseline, the share of answers it changed beyond the
+restarts' share, and the mean KL per token over the restarts' (forced where the experiment
+forced, else free).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kveval.errors import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION
@@ -31,6 +32,7 @@ class Costs:
     kl_rise: float | None  # mean KL per token over the restarts' mean
     forced: bool  # kl_rise is of the forced passes
     shown: tuple[str, ...]  # the checks that alarmed, "task: check"
+    worst: dict[str, str] = field(default_factory=dict)  # each cost's worst task, by field
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Row:
     exit_code: int
     costs: Costs
     bought: dict[str, Any]  # the trade's ratios of BOUGHT (ratio, noise_range)
+    speed_caveats: dict[str, Any] = field(default_factory=dict)  # the trade's, where any
 
 
 def _number(value: Any) -> float | None:
@@ -47,9 +50,10 @@ def _number(value: Any) -> float | None:
         else None
 
 
-def _worst(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
+def _worst(values: Sequence[tuple[str, float | None]]) -> tuple[str, float] | None:
+    """The task of the largest known value, and that value."""
+    known = [(task, v) for task, v in values if v is not None]
+    return max(known, key=lambda pair: pair[1]) if known else None
 
 
 def _points(task: Mapping[str, Any]) -> float | None:
@@ -84,15 +88,21 @@ def costs(gate: Mapping[str, Any]) -> Costs:
     key = "forced_divergence" if forced else "divergence"
     shown = tuple(f"{c.get('task')}: {c.get('check')}" for c in gate.get("checks") or []
                   if isinstance(c, dict) and c.get("shown"))
-    return Costs(_worst([_points(t) for t in tasks]), _worst([_drift(t) for t in tasks]),
-                 _worst([_kl(t.get(key)) for t in tasks]), forced, shown)
+    worst = {"points_lost": _worst([(str(t.get("task")), _points(t)) for t in tasks]),
+             "drift": _worst([(str(t.get("task")), _drift(t)) for t in tasks]),
+             "kl_rise": _worst([(str(t.get("task")), _kl(t.get(key))) for t in tasks])}
+    value = {k: None if w is None else w[1] for k, w in worst.items()}
+    return Costs(value["points_lost"], value["drift"], value["kl_rise"], forced, shown,
+                 {k: w[0] for k, w in worst.items() if w is not None})
 
 
 def row(name: str, gate: Mapping[str, Any]) -> Row:
-    ratio = (gate.get("trade") or {}).get("ratio") or {}
+    trade = gate.get("trade") or {}
+    ratio = trade.get("ratio") or {}
     return Row(name, str(gate.get("verdict", "cannot judge")),
                int(gate.get("exit_code", EXIT_INPUT)), costs(gate),
-               {k: ratio[k] for k in BOUGHT if isinstance(ratio.get(k), dict)})
+               {k: ratio[k] for k in BOUGHT if isinstance(ratio.get(k), dict)},
+               dict(trade.get("speed_caveats") or {}))
 
 
 def sweep_exit(rows: Sequence[Row]) -> tuple[int, str]:

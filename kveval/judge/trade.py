@@ -13,6 +13,12 @@ and its restarts (a first start is often slow; one run is no reference), with th
 runs' ratios to that median beside it (`noise_range`: what the setup does by itself). The
 tokens that fit the same memory are the setup's bytes per token over the candidate's. A
 number read from a server or a file outside a sane range is unknown, never an error.
+
+Speed is a wall clock: runs made at different times share the host with different work. Each
+`kveval ab` run records the host's 1-minute load average at its start and end and its CPU
+count; `speed_caveats` says where the runs' loads differ by a core's worth or more, or where
+the candidate's answers stopped at max_tokens far more often than the setup's (its tokens/s
+is then the pace of text cut at the limit). The KV memory figures are not clocks.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from kveval.formats.figures import ServerFigures
+from kveval.formats.figures import Answered, ServerFigures
 from kveval.judge.sides import Side
 
 # the figures a ratio is taken of; higher is better for none of them by itself: the words
@@ -32,6 +38,8 @@ RATIO_KEYS = ("kv_tokens", "kv_bytes_per_token", "output_tokens_per_s", "latency
               "latency_p95_s")
 FIT = "kv_tokens_in_same_memory"  # the setup's bytes per token over the run's
 LARGEST = 1e15  # a figure above this (tokens, bytes, tokens/s, seconds) is not one
+LOAD_APART = 1.0  # host loads this far apart (or a tenth of the CPUs, if more) differ
+CUT_MORE = 0.25  # the candidate's share cut at max_tokens this far above the setup's
 
 
 def _int(value: Any) -> int | None:
@@ -93,13 +101,21 @@ def _from_figures(figures: ServerFigures) -> dict[str, Any]:
                          max_concurrency_at_tokens=_int(figures.kv.at_tokens))
     if figures.run is not None:
         found.update(output_tokens_per_s=figure(figures.run.output_tokens_per_s),
-                     concurrency=_int(figures.run.concurrency))
+                     concurrency=_int(figures.run.concurrency),
+                     host_load_1m=_load_avg(figures.run.host_load), cpus=_int(figures.run.cpus))
     if figures.starts:
         found["ready_s"] = figure(figures.starts[-1].ready_s)
     if figures.speed:
         found["speed"] = [{k: v for k, v in _load(load).items() if v is not None}
                           for load in figures.speed]
     return found
+
+
+def _load_avg(value: Any) -> float | None:
+    """A load average (0 on an idle host), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value <= LARGEST else None
 
 
 def _load(load: Any) -> dict[str, Any]:
@@ -109,15 +125,16 @@ def _load(load: Any) -> dict[str, Any]:
             for k, v in msgspec.structs.asdict(load).items()}
 
 
-def run_figures(side: Side, figures: ServerFigures | None,
-                latencies: Sequence[float]) -> dict[str, Any]:
+def run_figures(side: Side, figures: ServerFigures | None, answered: Answered) -> dict[str, Any]:
     """One run's figures: its header's and its items' latencies, then what `kveval ab`
     measured of its server."""
     setup = dict(side.header.setup) if side.header else {}
     found: dict[str, Any] = {"label": side.label, "path": side.path, "setup": setup,
                              **header_kv(side),
-                             "latency_p50_s": _pct(latencies, 50),
-                             "latency_p95_s": _pct(latencies, 95)}
+                             "latency_p50_s": _pct(answered.latencies, 50),
+                             "latency_p95_s": _pct(answered.latencies, 95)}
+    if answered.items:
+        found.update(answered=answered.items, cut_at_max_tokens=answered.cut)
     if side.header is not None:
         found.setdefault("concurrency", side.header.concurrency)
     if figures is not None:
@@ -157,13 +174,42 @@ def ratios(run: dict[str, Any], setup: Sequence[dict[str, Any]]) -> dict[str, An
     return found
 
 
+def load_apart(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The host loads the runs were timed under, where they differ by a core's worth or
+    more (or a tenth of the CPUs, on a large host)."""
+    loads = {run["label"]: run["host_load_1m"] for run in runs if "host_load_1m" in run}
+    cpus = max((run.get("cpus", 0) for run in runs), default=0)
+    if len(loads) < 2 or max(loads.values()) - min(loads.values()) < max(LOAD_APART,
+                                                                           cpus / 10):
+        return None
+    return {"loads": loads, "apart": max(loads.values()) - min(loads.values()),
+            "cpus": cpus or None}
+
+
+def _cut(run: dict[str, Any]) -> float | None:
+    return run["cut_at_max_tokens"] / run["answered"] if run.get("answered") else None
+
+
+def cut_more(cand: dict[str, Any], setup: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The candidate's share of answers cut at max_tokens, where it is far above the
+    setup's (the median of the baseline and its restarts)."""
+    known = [v for v in map(_cut, setup) if v is not None]
+    share = _cut(cand)
+    if share is None or not known or share - float(np.median(known)) < CUT_MORE:
+        return None
+    return {"label": cand["label"], "share": share, "cut": cand["cut_at_max_tokens"],
+            "answered": cand["answered"], "setup_share": float(np.median(known))}
+
+
 def trade(base: Side, cand: Side, noise: Sequence[Side],
           figures: dict[str, ServerFigures | None],
-          latencies: dict[str, Sequence[float]]) -> dict[str, Any]:
+          answered: dict[str, Answered]) -> dict[str, Any]:
     """The gate's `trade` key; `figures`: what `kveval ab` measured of each run's server,
-    keyed by run path (None or absent: the run's header alone); `latencies`: each run's
-    answered items' latencies, by path."""
-    runs = [run_figures(side, figures.get(side.path), latencies.get(side.path, ()))
+    keyed by run path (None or absent: the run's header alone); `answered`: each run's
+    answered items' latencies and cuts, by path."""
+    runs = [run_figures(side, figures.get(side.path), answered.get(side.path, Answered([])))
             for side in (base, cand, *noise)]
+    caveats = {"load": load_apart(runs), "cut": cut_more(runs[1], [runs[0], *runs[2:]])}
     return {"baseline": runs[0], "candidate": runs[1], "noise": runs[2:],
-            "ratio": ratios(runs[1], [runs[0], *runs[2:]])}
+            "ratio": ratios(runs[1], [runs[0], *runs[2:]]),
+            "speed_caveats": {k: v for k, v in caveats.items() if v is not None}}

@@ -14,6 +14,7 @@ to state. Nothing here writes a file.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,11 +22,14 @@ from typing import Any
 from kveval.run.client import ClientConfig, Connection, asked_k, checked, make_client, send
 from kveval.run.endpoint import ServerInfo, server_root
 from kveval.run.forcing.idle_slots import idle_cache
-from kveval.run.forcing.method import LACKS, Method, Probe, select
+from kveval.run.forcing.method import LACKS, Method, Probe, select, server_slots
 from kveval.run.invariance import Invariance, batch_invariance
 
 LADDER = (1, 5, 10, 20)  # --logprobs K tried, each as one one-token request
 CHECK_TIMEOUT_S = 5.0  # each request
+# each request of the probes a loaded CPU takes longest on: a forced item, the idle-slot
+# cache's and the batch's requests (several at once against a server of few slots)
+SLOW_TIMEOUT_S = 30.0
 EMBEDDED_TIMEOUT_S = 60.0  # each request to the embedded engine: a CPU, its first answers cold
 HELLO = "The capital of France is"
 
@@ -75,9 +79,21 @@ def summary(info: ServerInfo, model: str | None) -> dict[str, Any]:
         "engine_version": (engine.get("engine_version") or version.get("version")
                            or _build(props.get("build_info"))),
         "kv_cache": engine.get("kv_cache_type") or cache.get("cache_dtype"),
-        "context_length": info.max_context(model) if model else None,
+        **(_context(info, model) if model else {}),
     }
     return {k: v for k, v in found.items() if v is not None}
+
+
+def _context(info: ServerInfo, model: str) -> dict[str, Any]:
+    """The context a request may fill; llama-server's `n_ctx` is each slot's (`-c 16384
+    -np 4`: 4096 a slot), so its slots and their total beside it."""
+    size = info.max_context(model)
+    settings = _dict(_dict(info.fingerprint, "props"), "default_generation_settings")
+    slots = server_slots(info.fingerprint)
+    if size is None or slots is None or settings.get("n_ctx") != size:
+        return {"context_length": size}
+    return {"context_length_per_slot": size, "slots": slots,
+            "context_length_total": size * slots}
 
 
 def _build(info: Any) -> Any:
@@ -164,7 +180,7 @@ def forcing_method(base_url: str, model: str, api_key: str | None,
     method = select(Probe(base_url, model, api_key), fingerprint)
 
     async def tried() -> str | None:
-        conn = make_client(ClientConfig(base_url, api_key, CHECK_TIMEOUT_S, retries=0))
+        conn = make_client(ClientConfig(base_url, api_key, SLOW_TIMEOUT_S, retries=0))
         try:
             return await _forced(conn, method, base_url, model)
         finally:
@@ -208,19 +224,22 @@ def invariance_json(found: Invariance | None) -> dict[str, Any] | None:
             "largest_change": found.largest, "summary": found.why, "floor": meaning}
 
 
-async def _probe_all(config: ClientConfig, model: str, method: Method,
+async def _probe_all(config: ClientConfig, slow_s: float, model: str, method: Method,
                      embedded: bool) -> dict[str, Any]:
+    """Every probe; the slow ones (SLOW_TIMEOUT_S) each within `slow_s` seconds."""
     conn = make_client(config)
+    slow = make_client(dataclasses.replace(config, timeout=slow_s))
     try:
         apis = {api: await _api(conn, api, model) for api in ("completions", "chat")}
         ks = {api: (await _max_k(conn, api, model)) if apis[api] is None else None
               for api in apis}
-        forced = await _forced(conn, method, config.base_url, model)
-        idle = (await idle_cache(conn, server_root(config.base_url), method.slots)
+        forced = await _forced(slow, method, config.base_url, model)
+        idle = (await idle_cache(slow, server_root(config.base_url), method.slots)
                 if method.name == "forced_decoding" else None)
-        same = EMBEDDED_INVARIANT if embedded else await _invariance(conn, apis, ks, model)
+        same = EMBEDDED_INVARIANT if embedded else await _invariance(slow, apis, ks, model)
     finally:
         await conn.close()
+        await slow.close()
     return {"apis": apis, "max_logprobs": ks, "forced": forced, "idle": idle,
             "invariance": same}
 
@@ -241,7 +260,8 @@ def through_proxy(base_url: str, api_key: str | None) -> dict[str, Any] | None:
 def check(base_url: str, label: str, info: ServerInfo, model: str | None,
           api_key: str | None, embedded: bool = False, timeout: float | None = None) -> Check:
     """Probe the server (already listed by `probe`); every request within `timeout` seconds
-    (None: CHECK_TIMEOUT_S, EMBEDDED_TIMEOUT_S for the embedded engine)."""
+    (None: CHECK_TIMEOUT_S, the slow probes SLOW_TIMEOUT_S, EMBEDDED_TIMEOUT_S for the
+    embedded engine)."""
     started = time.perf_counter()
     found = summary(info, model)
     proxy = None if embedded else through_proxy(base_url, api_key)
@@ -253,7 +273,8 @@ def check(base_url: str, label: str, info: ServerInfo, model: str | None,
         found["engine"] = method.server
     bound = timeout or (EMBEDDED_TIMEOUT_S if embedded else CHECK_TIMEOUT_S)
     config = ClientConfig(base_url, api_key, bound, retries=0)
-    seen = asyncio.run(_probe_all(config, model, method, embedded))
+    seen = asyncio.run(_probe_all(config, timeout or max(bound, SLOW_TIMEOUT_S), model, method,
+                                  embedded))
     idle = seen["idle"]
     forced = {"method": method.name if seen["forced"] is None else None,
               "server": method.server, "chat_items": method.template,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,7 @@ class Connection:
         self.config = config
         self.http = PlainClient(config.base_url, config.api_key)
         self._openai: AsyncOpenAI | None = None
+        self.resent: list[str] = []  # why each attempt was sent again, for the run's summary
 
     @property
     def client(self) -> AsyncOpenAI:
@@ -260,6 +262,15 @@ async def _attempt(conn: Connection, body: dict[str, Any]) -> Any:
     return await asyncio.wait_for(conn.http.post(path, body), conn.config.timeout)
 
 
+def resending(conn: Connection, why: str, attempt: int) -> None:
+    """A request sent again is said as it happens (above the progress bar) and counted."""
+    from tqdm import tqdm
+
+    conn.resent.append(why)
+    tqdm.write(f"note: a request failed ({why}); sending it again (attempt {attempt + 2} of "
+               f"{conn.config.retries + 1})", file=sys.stderr)
+
+
 async def send(conn: Connection, body: dict[str, Any], span: Span | None = None) -> Reply:
     """Send one request with retries; a failure after them becomes an error Reply.
     `span`: teacher forcing, the answer's characters in the echoed text."""
@@ -274,6 +285,7 @@ async def send(conn: Connection, body: dict[str, Any], span: Span | None = None)
             return _masked(reply, conn.config.secrets)
         if not failure.retry or attempt == conn.config.retries:
             break
+        resending(conn, failure.message, attempt)
         await asyncio.sleep(failure.wait if failure.wait is not None else backoff(attempt))
     reply = Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
                   error=failure.message)

@@ -24,12 +24,12 @@ class RunOptions:
     limit: int | None
     label: str
     output: Path
-    concurrency: int
+    concurrency: int | None  # None: 32, or the server's slots where fewer (session.py)
     api: str | None
     max_tokens: int | None
     seed: int | None
     extra_body: dict[str, Any] | None
-    timeout: float
+    timeout: float | None  # None: the suite's `timeout`, else 600
     retries: int
     resume: bool
     overwrite: bool

@@ -32,6 +32,7 @@ class Resolved:
     specs: list[TaskSpec]
     setup: dict[str, str]
     extra_body: dict[str, Any] | None
+    timeout: float | None = None  # the suite's per-request timeout
 
 
 def resolve(opts: RunOptions) -> Resolved:
@@ -49,7 +50,7 @@ def resolve(opts: RunOptions) -> Resolved:
         if spec.adapter not in ADAPTERS:
             raise UsageError(f"task {spec.name!r}: no adapter {spec.adapter!r}")
     extra = {**suite.extra_body, **(opts.extra_body or {})}
-    return Resolved(resolved, {**suite.setup, **opts.setup}, extra or None)
+    return Resolved(resolved, {**suite.setup, **opts.setup}, extra or None, suite.timeout)
 
 
 def _apply_options(spec: TaskSpec, opts: RunOptions) -> TaskSpec:

@@ -80,8 +80,18 @@ def to_record(job: Job, reply: Reply) -> ItemRecord:
     )
 
 
+@dataclass(frozen=True)
+class Sent:
+    """What one stretch of sending wrote, and why any request in it was sent again."""
+
+    records: list[ItemRecord]
+    resent: list[str]
+
+
 async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
-                   on_record: Callable[[ItemRecord], None], before: Before | None) -> None:
+                   on_record: Callable[[ItemRecord], None], before: Before | None,
+                   on_start: Callable[[], None]) -> list[str]:
+    """Send every job; why each resent attempt was resent."""
     conn = make_client(config)
     gate = asyncio.Semaphore(concurrency)
 
@@ -95,6 +105,7 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
     try:
         if before is not None:
             await before(conn)
+        on_start()
         tasks = [asyncio.ensure_future(one(job)) for job in jobs]
         for finished in asyncio.as_completed(tasks):
             on_record(await finished)
@@ -103,31 +114,32 @@ async def _execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await conn.close()
+    return conn.resent
 
 
 def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
             open_writer: Callable[[], RunWriter], description: str = "kveval run",
-            before: Before | None = None) -> list[ItemRecord]:
+            before: Before | None = None) -> Sent:
     """Send every job, appending each record as it finishes; return the new records.
 
     `before` runs first on the same client (the pre-flight check); the run file is opened
-    only once it passed, so a failed check leaves an existing file untouched. Ctrl-C stops
-    sending; every record already written stays, and the file stays valid.
+    only once it passed, so a failed check leaves an existing file untouched; the progress
+    bar's clock starts then, with the first request. Ctrl-C stops sending; every record
+    already written stays, and the file stays valid.
     """
-    from tqdm import tqdm
-
     done: list[ItemRecord] = []
     errors = 0
     with contextlib.ExitStack() as stack:
         state: dict[str, Any] = {}
 
+        def on_start() -> None:
+            if jobs:  # nothing to send: no bar
+                state["bar"] = stack.enter_context(_bar(len(jobs), description))
+
         def on_record(record: ItemRecord) -> None:
             nonlocal errors
             if "writer" not in state:
                 state["writer"] = stack.enter_context(open_writer())
-                state["bar"] = stack.enter_context(tqdm(
-                    total=len(jobs), desc=one_line(description), unit="req", file=sys.stderr,
-                    dynamic_ncols=True, mininterval=0.25))
             state["writer"].append(record)
             done.append(record)
             state["bar"].update(1)
@@ -135,16 +147,23 @@ def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
                 errors += 1
                 state["bar"].set_postfix(errors=errors, refresh=False)
 
-        _run(_execute(jobs, config, concurrency, on_record, before), state)
+        resent = _run(_execute(jobs, config, concurrency, on_record, before, on_start), state)
         if "writer" not in state:
             stack.enter_context(open_writer())
-    return done
+    return Sent(done, resent)
 
 
-def _run(sending: Coroutine[Any, Any, None], state: dict[str, Any]) -> None:
+def _bar(total: int, description: str) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=one_line(description), unit="req", file=sys.stderr,
+                dynamic_ncols=True, mininterval=0.25)
+
+
+def _run(sending: Coroutine[Any, Any, list[str]], state: dict[str, Any]) -> list[str]:
     """Ctrl-C, or SIGTERM (run/interrupt.py), stops the sending between two records."""
     try:
-        asyncio.run(sending)
+        return asyncio.run(sending)
     except KeyboardInterrupt:
         raise interrupted(state.get("writer")) from None
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from kveval.errors import UsageError
 
-SUITE_KEYS = ("task", "setup", "extra_body", "speed")
+SUITE_KEYS = ("task", "setup", "extra_body", "speed", "timeout")
 NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 Check = Callable[[Any], str | None]  # None when the value is fine, else what it should be
@@ -75,6 +75,12 @@ def _percents(value: Any) -> str | None:
 def _points(value: Any) -> str | None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     return None if ok and 0 <= value <= 100 else "a number of points from 0 to 100"
+
+
+def _seconds(value: Any) -> str | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return None if ok and 0.1 <= value <= 1e6 else "seconds from 0.1 to 1000000 (each request " \
+        "attempt's bound)"
 
 
 def _table(value: Any) -> str | None:
@@ -161,6 +167,8 @@ def check_suite(data: dict[str, Any], where: str) -> None:
                          "e.g. kv_cache = \"q8_0\"")
     if not isinstance(data.get("extra_body", {}), dict):
         raise UsageError(f"{where}: extra_body must be a table")
+    if "timeout" in data:
+        _check("timeout", data["timeout"], _seconds, where)
 
 
 def check_unique(names: list[str], where: str) -> None:

@@ -31,10 +31,12 @@ from kveval.run.endpoint import ServerInfo, choose_model, probe, redact
 from kveval.run.options import RunOptions
 from kveval.run.resolve import LONG_CONTEXT, Resolved, load_task_data, resolve
 from kveval.run.runfile import RunFile
-from kveval.run.runner import Job, execute, plan
+from kveval.run.runner import Job, Sent, execute, plan
 from kveval.safe import one_line
 
 EMBEDDED = "embedded"
+DEFAULT_TIMEOUT_S = 600.0  # --timeout where neither it nor the suite gives one
+DEFAULT_CONCURRENCY = 32  # --concurrency where the user gives none and the server no slots
 
 
 # ---------------------------------------------------------------- the endpoint
@@ -67,6 +69,25 @@ def open_target(opts: RunOptions, logits_all: bool = False) -> Iterator[Target]:
         yield Target(engine.base_url, EMBEDDED, opts.model or engine.model, info)
 
 
+def with_slots(opts: RunOptions, target: Target, old: Run | None) -> RunOptions:
+    """--concurrency where the user gave none: a resumed run's own, else 32, or the slots
+    the server reports where fewer (requests beyond them would wait in its queue, their
+    clock running against --timeout), said in one line."""
+    from kveval.run.forcing.method import server_slots
+
+    if opts.concurrency is not None:
+        return opts
+    if old is not None:
+        return dataclasses.replace(opts, concurrency=old.header.concurrency)
+    slots = server_slots(target.info.fingerprint)
+    if slots is None or slots >= DEFAULT_CONCURRENCY:
+        return dataclasses.replace(opts, concurrency=DEFAULT_CONCURRENCY)
+    click.echo(f"note: the server reports {slots} slot(s) (/props total_slots): "
+               f"--concurrency {slots}, not {DEFAULT_CONCURRENCY} (more would wait in its queue "
+               "against --timeout); give --concurrency to choose", err=True)
+    return dataclasses.replace(opts, concurrency=slots)
+
+
 # ---------------------------------------------------------------- the run file
 
 
@@ -79,7 +100,7 @@ def make_header(opts: RunOptions, target: Target, resolved: Resolved,
     return RunHeader(
         label=opts.label, endpoint=target.endpoint_label, model=target.model, tasks=tasks,
         sampling={"temperature": 0.0, "seed": opts.seed, "extra_body": resolved.extra_body},
-        concurrency=opts.concurrency, fingerprint=target.info.fingerprint,
+        concurrency=opts.concurrency or DEFAULT_CONCURRENCY, fingerprint=target.info.fingerprint,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         kveval_version=__version__, setup=resolved.setup,
         order="shuffle" if opts.order == "shuffle" else "data",
@@ -150,6 +171,7 @@ def run_forced(opts: RunOptions, started: float) -> int:
                         [opts.teacher_force, opts.engine.get("model_path")])
     baseline = teacher.load_baseline(str(opts.teacher_force))
     with open_target(opts, logits_all=True) as target:
+        opts = with_slots(opts, target, out.old)
         plan, method = teacher.plan_run(baseline, target.base_url, target.model,
                                         target.info.fingerprint, opts, api_key(),
                                         target.endpoint_label == EMBEDDED)
@@ -166,15 +188,16 @@ def run_forced(opts: RunOptions, started: float) -> int:
 def send_all(opts: RunOptions, target: Target, header: RunHeader, jobs: list[Job],
              out: RunFile, started: float, order: Sequence[str] = ()) -> int:
     """Send what the run file does not hold yet, append each record, print the summary."""
-    config = ClientConfig(target.base_url, api_key(), opts.timeout, opts.retries)
+    config = ClientConfig(target.base_url, api_key(), opts.timeout or DEFAULT_TIMEOUT_S,
+                          opts.retries)
     done = out.pending(header, [job.item for job in jobs])
     pending = [job for job in jobs if (job.item.task, job.item.item_id) not in done]
-    records = execute(pending, config, opts.concurrency, lambda: out.writer(header),
-                      f"run {opts.label}", before=_preflight(target, pending))
-    every = out.every(records)
+    sent = execute(pending, config, header.concurrency, lambda: out.writer(header),
+                   f"run {opts.label}", before=_preflight(target, pending))
+    every = out.every(sent.records)
     forced_from = str(header.teacher_force.get("baseline") or "the baseline") \
         if header.teacher_force else ""
-    return summarize(opts, every, records, time.perf_counter() - started, order,
+    return summarize(opts, every, sent, time.perf_counter() - started, order,
                      sentence(left_out(header.teacher_force, every)), forced_from)
 
 
@@ -203,6 +226,7 @@ def run_session(opts: RunOptions) -> int:
     out = RunFile.claim(opts.output, opts.resume, opts.overwrite)
     opts = replayed(opts, out.old)
     resolved = resolve(opts)
+    opts = dataclasses.replace(opts, timeout=opts.timeout or resolved.timeout)
     out.refuse_inputs([opts.suite, opts.engine.get("model_path"),
                        *(spec.data for spec in resolved.specs)])
     loaded, sources = {}, {}
@@ -211,6 +235,7 @@ def run_session(opts: RunOptions) -> int:
     logits_all = any(spec.params.get("logprobs") or spec.adapter == "context"
                      for spec in resolved.specs)
     with open_target(opts, logits_all) as target:
+        opts = with_slots(opts, target, out.old)
         built, sizing = build_items(resolved.specs, loaded, target)
         header = make_header(opts, target, resolved, {**sources, **sizing},
                              {spec.name: len(items) for spec, items in built})
@@ -231,13 +256,14 @@ def _documents(jobs: list[Job], target: Target, opts: RunOptions) -> list[Job]:
                           api_key(), target.endpoint_label == EMBEDDED)
 
 
-def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sequence[ItemRecord],
+def summarize(opts: RunOptions, items: Sequence[ItemRecord], new: Sent,
               wall_s: float, order: Sequence[str] = (), not_forced: str = "",
               forced_from: str = "") -> int:
     from kveval.run.summary import render_run_summary
 
-    click.echo(render_run_summary(items, sent=len(new), wall_s=wall_s, path=str(opts.output),
-                                  order=order, not_forced=not_forced, forced_from=forced_from))
+    click.echo(render_run_summary(items, sent=len(new.records), wall_s=wall_s,
+                                  path=str(opts.output), order=order, not_forced=not_forced,
+                                  forced_from=forced_from, resent=new.resent))
     errors = sum(1 for item in items if not item.ok)
     if errors:
         click.echo(f"{errors} item(s) failed; `kveval run ... --resume -o {opts.output}` "

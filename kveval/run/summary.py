@@ -9,6 +9,7 @@ whole 1,319-item run's budget. tests/test_summary.py pins it to scipy's
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from statistics import NormalDist
 
@@ -53,9 +54,18 @@ def _task_lines(task: str, mine: Sequence[ItemRecord], forced_from: str) -> list
     return lines + ([f"{'':<18}{'':>6}{'':>8}  strict `#### N`: {strict}"] if strict else [])
 
 
+def resent_line(resent: Sequence[str]) -> str:
+    """'2 requests sent again after a failed attempt (no complete answer within --timeout
+    600 s: 2); each answer's latency counts every attempt'."""
+    reasons = Counter(resent)
+    why = "; ".join(f"{one_line(r)}: {n}" for r, n in reasons.most_common())
+    return f"{len(resent)} request(s) sent again after a failed attempt ({why}); each " \
+        "answer's latency counts every attempt"
+
+
 def render_run_summary(items: Sequence[ItemRecord], sent: int, wall_s: float, path: str,
                        order: Sequence[str] = (), not_forced: str = "",
-                       forced_from: str = "") -> str:
+                       forced_from: str = "", resent: Sequence[str] = ()) -> str:
     """Accuracy per task; tasks in `order` (the suite's) first, then any others as they come.
     A teacher-forced run (forced_from: its baseline) holds the baseline's answers, so no
     accuracy of its own: the answers it scored, and the baseline items it did not force
@@ -67,6 +77,8 @@ def render_run_summary(items: Sequence[ItemRecord], sent: int, wall_s: float, pa
     for task in tasks:
         lines += _task_lines(task, [i for i in items if i.task == task], forced_from)
     lines.append(f"{len(items)} items ({sent} sent this time) in {wall_s:.1f} s -> {path}")
+    if resent:
+        lines.append(resent_line(resent))
     if forced_from:
         lines.append(f"the answers are {one_line(forced_from)}'s, forced: no accuracy of this "
                      "server (their scores are the baseline's); `kveval compare` judges its "

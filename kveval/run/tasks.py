@@ -89,6 +89,7 @@ class Suite:
     setup: dict[str, str] = field(default_factory=dict)
     extra_body: dict[str, Any] = field(default_factory=dict)
     speed: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None  # seconds for a whole request attempt (--timeout wins)
 
 
 def load_suite(path_text: str) -> list[TaskSpec]:
@@ -98,7 +99,7 @@ def load_suite(path_text: str) -> list[TaskSpec]:
 
 def read_suite(path_text: str) -> Suite:
     """A suite file: [[task]] tables, each a task name plus the settings it overrides, and
-    the optional [setup], [extra_body] and [speed] tables."""
+    the optional [setup], [extra_body] and [speed] tables and `timeout`."""
     path = Path(path_text).expanduser()
     shipped = builtin_dir("tasks") / path.name
     if not path.exists() and path.parent.name == "tasks" and shipped.is_file():
@@ -112,7 +113,9 @@ def read_suite(path_text: str) -> Suite:
     check_unique([spec.name for spec in specs], str(path))
     extra = data.get("extra_body", {})
     check_extra_body(extra, f"{path}: extra_body")
-    return Suite(specs, dict(data.get("setup", {})), extra, dict(data.get("speed", {})))
+    timeout = data.get("timeout")
+    return Suite(specs, dict(data.get("setup", {})), extra, dict(data.get("speed", {})),
+                 None if timeout is None else float(timeout))
 
 
 def _suite_task(table: dict[str, Any], number: int, path: Path) -> TaskSpec:

@@ -30,23 +30,37 @@ def _ratio(found: Mapping[str, Any] | None) -> str:
     return text
 
 
+def _of(text: str, task: str | None) -> str:
+    """A worst-of figure with the task it is of."""
+    return f"{text} ({task})" if task and text != "-" else text
+
+
 def cells(r: Row) -> tuple[str, ...]:
-    c = r.costs
+    c, task = r.costs, r.costs.worst.get
     kl = _signed(c.kl_rise, 4) + (" forced" if c.forced and c.kl_rise is not None else "")
-    return (r.name, r.verdict.upper(), _signed(c.points_lost, 1),
-            _signed(None if c.drift is None else 100 * c.drift, 1, "%"), kl,
+    return (r.name, r.verdict.upper(), _of(_signed(c.points_lost, 1), task("points_lost")),
+            _of(_signed(None if c.drift is None else 100 * c.drift, 1, "%"), task("drift")),
+            _of(kl, task("kl_rise")),
             *(_ratio(r.bought.get(k)) for k in ("kv_bytes_per_token",
                                                  "kv_tokens_in_same_memory",
                                                  "output_tokens_per_s", "latency_p50_s")))
+
+
+def cautions(rows: Sequence[Row]) -> list[str]:
+    """Each candidate's speed caution (show/trade_view.py), where its ratios have one."""
+    from kveval.show.trade_view import caution
+
+    found = [caution({"ratio": r.bought, "speed_caveats": r.speed_caveats}) for r in rows]
+    return [f"{r.name}: {line}" for r, line in zip(rows, found, strict=True) if line]
 
 
 def blocks(rows: Sequence[Row], verdict: str, pages: Mapping[str, str]) -> list[Any]:
     shown = [f"{r.name}: {', '.join(r.costs.shown)}" for r in rows if r.costs.shown]
     return [Heading(f"kveval ab: {verdict}"),
             "each candidate against the one pool of the baseline and its restarts, gated at "
-            "the gate's level as it would be alone; ratios to the baseline's setup (its "
-            "restarts' range)",
-            Table(HEADER, tuple(cells(r) for r in rows)),
+            "the gate's level as it would be alone; each cost is its worst task's (named); "
+            "ratios to the baseline's setup (its restarts' range)",
+            Table(HEADER, tuple(cells(r) for r in rows)), *cautions(rows),
             *(f"shown: {line}" for line in shown),
             *(f"{name}: its full verdict {path}" for name, path in pages.items())]
 
@@ -64,7 +78,8 @@ def sweep_json(rows: Sequence[Row], gates: Mapping[str, dict[str, Any]], code: i
 def _costs_json(r: Row) -> dict[str, Any]:
     c = r.costs
     return {"points_lost": c.points_lost, "answers_changed_beyond_restarts": c.drift,
-            "kl_rise": c.kl_rise, "kl_forced": c.forced, "shown": list(c.shown)}
+            "kl_rise": c.kl_rise, "kl_forced": c.forced, "shown": list(c.shown),
+            "worst_task": c.worst}
 
 
 def _cloud(gates: Mapping[str, dict[str, Any]]) -> list[tuple[float, float]]:
@@ -126,6 +141,7 @@ def page(rows: Sequence[Row], gates: Mapping[str, dict[str, Any]], verdict: str,
     data = {"verdict": verdict, "header": list(HEADER),
             "rows": [{"cells": list(cells(r)), "page": pages.get(r.name),
                       "shown": list(r.costs.shown)} for r in rows],
+            "cautions": cautions(rows),
             "chart": _svg(chart(rows, gates)), "positions": position_charts(gates),
             "version": __version__}
     return str(_environment().get_template("sweep.html.j2").render(**data))

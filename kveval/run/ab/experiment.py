@@ -9,7 +9,6 @@ works, decided once and kept in `DIR/ab.json`, so a resumed experiment forces as
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 
 import click
@@ -33,6 +32,7 @@ from kveval.run.ab.state import (
 from kveval.run.ab.steps import Context, run_start
 from kveval.run.interrupt import exit_code, how
 from kveval.run.leftover import stop_leftovers
+from kveval.safe import shell_line
 
 FORCING = ", teacher-forcing the baseline's answers"
 
@@ -54,7 +54,7 @@ def plan_lines(opts: AbOptions, starts: Sequence[Start]) -> list[str]:
     for number, start in enumerate(starts, 1):
         env = " ".join(f"{k}={v}" for k, v in recorded_env(opts, start.side).items())
         lines.append(f"start {number}: {start.label}: {(env + ' ') if env else ''}"
-                     f"{shlex.join(recorded_command(opts, start.side))}")
+                     f"{shell_line(recorded_command(opts, start.side))}")
         lines += [f"  run {step.path} (--order {step.order}"
                   f"{FORCING if step.forced else ''}): "
                   f"{progress(step.path).words()}" for step in start.runs]

@@ -48,7 +48,7 @@ class AbOptions:
     speed: bool
     output: Path
     ready_timeout: float
-    concurrency: int
+    concurrency: int | None  # None: each run's own default (the server's slots)
     model: str | None
     dry_run: bool = False
     grace: float = 30.0  # --stop-grace: SIGTERM to SIGKILL
@@ -58,6 +58,7 @@ class AbOptions:
     parallel: int = 1  # servers up at once
     limit: int | None = None  # items a task in this pass (--detect sizes it), else the suite's
     sizing: Sizing | None = None  # --detect: the experiment sizes itself
+    timeout: float | None = None  # --timeout: each request attempt's, else the suite's
 
     def command(self, side: Side) -> tuple[str, ...]:
         return (*self.serve, *side.args)
@@ -143,4 +144,5 @@ def from_cli(o: dict[str, Any]) -> AbOptions:
     return AbOptions(serve, baseline, tuple(found), o["noise_runs"], o["suite"], o["data"],
                      o["teacher_force"], o["speed"], Path(o["output"]), o["ready_timeout"],
                      o["concurrency"], o["model"], o["dry_run"], o["stop_grace"], names.record,
-                     names.secret, parallel=o.get("parallel") or 1)
+                     names.secret, parallel=o.get("parallel") or 1,
+                     timeout=o.get("timeout"))

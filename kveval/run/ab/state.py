@@ -217,6 +217,9 @@ def resumed(path: Path, opts: AbOptions) -> tuple[State, AbOptions]:
         opts = replace(opts, salt=secrets.token_hex(8))
         return State(arguments(opts), salt=opts.salt), opts
     opts = replace(opts, salt=old.salt)
+    if opts.concurrency is None:  # none given: the experiment's own, as a resumed run's
+        on_file = old.arguments.get("concurrency")
+        opts = replace(opts, concurrency=on_file if isinstance(on_file, int) else None)
     new = arguments(opts)
     changed = differences(old.arguments, new)
     if changed:

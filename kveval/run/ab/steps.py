@@ -25,20 +25,14 @@ import click
 import msgspec
 
 from kveval.errors import EXIT_OK, EndpointError, KvevalError, UsageError
-from kveval.formats.figures import (
-    RunFigures,
-    Sending,
-    ServerFigures,
-    read_optional,
-    write_figures,
-)
+from kveval.formats.figures import ServerFigures, read_optional, write_figures
 from kveval.formats.figures import (
     Start as Started,
 )
-from kveval.formats.numbers import count
 from kveval.run import serve
 from kveval.run.ab.model_kv import completed
 from kveval.run.ab.options import AbOptions
+from kveval.run.ab.pace import answered, host_load, pace
 from kveval.run.ab.plan import BASELINE, Folder, RunStep, Start
 from kveval.run.ab.progress import done
 from kveval.run.ab.serverlog import kv_pool
@@ -83,6 +77,13 @@ def placed(command: serve.Command, slot: int) -> serve.Command:
                          tuple((k, put(v)) for k, v in command.env))
 
 
+def suite_timeout(suite: str) -> float | None:
+    """The suite's `timeout`: a forced run, which reads no suite, keeps it too."""
+    from kveval.run.tasks import read_suite
+
+    return read_suite(suite).timeout
+
+
 def run_options(ctx: Context, step: RunStep, side: Side, base_url: str) -> Any:
     from kveval.run.options import RunOptions
 
@@ -92,35 +93,11 @@ def run_options(ctx: Context, step: RunStep, side: Side, base_url: str) -> Any:
         suite=None if forced else ctx.opts.suite, limit=None if forced else ctx.opts.limit,
         label=step.label,
         output=step.path, concurrency=ctx.opts.concurrency, api=None, max_tokens=None,
-        seed=1234, extra_body=None, timeout=600.0, retries=3, resume=step.path.exists(),
+        seed=1234, extra_body=None, timeout=ctx.opts.timeout or suite_timeout(ctx.opts.suite),
+        retries=3, resume=step.path.exists(),
         overwrite=False, data=ctx.opts.data, prompts_file=None,
         setup=setup_of(ctx.opts, side), order=step.order, teacher_force=forced,
         endpoint_label=ENDPOINT)
-
-
-def _answered(path: Path) -> tuple[int, int, list[float]]:
-    """Answered items on file, their completion tokens and latencies."""
-    from kveval.formats.reader import read_run
-
-    if not path.exists():
-        return 0, 0, []
-    ok = [item for item in read_run(path).items if item.ok]
-    tokens = sum(count((item.usage or {}).get("completion_tokens")) or 0 for item in ok)
-    return len(ok), tokens, [item.latency_s for item in ok if item.latency_s is not None]
-
-
-def _pct(values: list[float], q: float) -> float | None:
-    import numpy as np
-
-    return float(np.percentile(values, q)) if values else None
-
-
-def pace(before: tuple[int, int], path: Path, wall_s: float, old: RunFigures | None,
-         concurrency: int) -> RunFigures:
-    """The run's figures with this stretch of sending added."""
-    items, tokens, latencies = _answered(path)
-    sent = (*(old.sent if old else ()), Sending(items - before[0], tokens - before[1], wall_s))
-    return RunFigures(concurrency, sent, items, _pct(latencies, 50), _pct(latencies, 95))
 
 
 class Recorder:
@@ -160,15 +137,15 @@ def send(ctx: Context, step: RunStep, start: Start, server: serve.Server,
     click.echo(f"kveval ab: {start.label}: run {step.path.name}"
                f"{' (shuffled)' if step.order == 'shuffle' else ''}", err=True)
     warm_up()
-    before = _answered(step.path)[:2]
-    began = time.perf_counter()
+    before = answered(step.path)[:2]
+    began, load = time.perf_counter(), host_load()
     try:  # stdout is the gate's: each run's summary goes to stderr with the progress
         with contextlib.redirect_stdout(sys.stderr):
             return run_session(run_options(ctx, step, start.side, server.base_url))
     finally:
         if not step.forced:
             record.update(run=pace(before, step.path, time.perf_counter() - began,
-                                   record.figures.run, ctx.opts.concurrency))
+                                   record.figures.run, (load, host_load())))
 
 
 def send_step(ctx: Context, step: RunStep, start: Start, server: serve.Server,

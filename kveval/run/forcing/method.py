@@ -112,7 +112,7 @@ def _apply_template(probe: Probe) -> bool:
     return isinstance(answer, dict) and isinstance(answer.get("prompt"), str)
 
 
-def _slots(fingerprint: dict[str, Any]) -> int | None:
+def server_slots(fingerprint: dict[str, Any]) -> int | None:
     """llama-server's slots as /props tells them, believed up to MAX_SLOTS; beyond (a pool
     of 10**9 slots would never be built), None: the server picks a slot per request."""
     props = fingerprint.get("props")
@@ -126,7 +126,8 @@ def select(probe: Probe, fingerprint: dict[str, Any], embedded: bool = False) ->
         return Method("echo", "llama-cpp-python (embedded)", "the GGUF's chat template")
     if llama_server(probe):
         template = "/apply-template" if _apply_template(probe) else None
-        return Method("forced_decoding", "llama.cpp llama-server", template, _slots(fingerprint))
+        return Method("forced_decoding", "llama.cpp llama-server", template,
+                      server_slots(fingerprint))
     if sglang(probe):
         template = "/tokenize with messages" if _messages_tokenize(probe) else None
         return Method("sglang_generate", "SGLang", template)
