@@ -19,7 +19,7 @@ from fake_server import FakeServer
 
 from kveval.formats.reader import read_run
 from kveval.run.client import Reply, checked
-from kveval.run.forcing.method import MAX_SLOTS, _slots
+from kveval.run.forcing.method import MAX_SLOTS, server_slots
 from tests.clirun import kveval
 from tests.test_fuzz_forcing import ANSWER, TOKENS, TOP, baseline
 
@@ -125,8 +125,8 @@ def test_check_names_no_method_a_run_could_not_keep(capsys: Any, case: str) -> N
 
 
 def test_a_billion_slots_are_not_believed(capsys: Any, tmp_path: Path) -> None:
-    assert _slots({"props": {"total_slots": 10**9}}) is None
-    assert _slots({"props": {"total_slots": MAX_SLOTS}}) == MAX_SLOTS
+    assert server_slots({"props": {"total_slots": 10**9}}) is None
+    assert server_slots({"props": {"total_slots": MAX_SLOTS}}) == MAX_SLOTS
     base, out = baseline(tmp_path / "base.jsonl"), tmp_path / "tf.jsonl"
     with llama_server(ToyModel(list(TOKENS), dict(TOP)), slots=10**9) as server:
         code, _, err = kveval(capsys, "run", "--endpoint", server.base_url, "--teacher-force",

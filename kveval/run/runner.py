@@ -156,8 +156,10 @@ def execute(jobs: Sequence[Job], config: ClientConfig, concurrency: int,
 def _bar(total: int, description: str) -> Any:
     from tqdm import tqdm
 
+    # its clock runs from the first request; it shows from a second on (a run that fails
+    # at once, say its run file cannot be locked, is the one line that says why)
     return tqdm(total=total, desc=one_line(description), unit="req", file=sys.stderr,
-                dynamic_ncols=True, mininterval=0.25)
+                dynamic_ncols=True, mininterval=0.25, delay=1.0)
 
 
 def _run(sending: Coroutine[Any, Any, list[str]], state: dict[str, Any]) -> list[str]:
