@@ -135,3 +135,18 @@ def test_a_share_of_a_vanishing_floor_is_left_out():
 
     assert _figure(1000.0, "divergence", 1e-320) == "1e+03 nats"
     assert _figure(0.01, "divergence", 0.1) == "0.01 nats (10.0% of the floor)"
+
+
+def test_a_pilot_without_flips_does_not_blame_a_restarts_spread():
+    """No flip in the pilot: a loss that cannot be caught is so because no spread was
+    measured (the prior stands in), not because a restart moves accuracy that much."""
+    from kveval.judge.checks import Levels
+    from kveval.judge.plan import Plan, Targets, TaskPlan
+    from kveval.show.plan_view import sentence
+
+    plan = Plan((), Levels(0.05, 9.0), 1, "the noise run", Targets(detect=5.0))
+    still = TaskPlan("gsm8k", "accuracy", 30, 1319, None, None, 25.0, 7.7, flip_rate=0.0)
+    moving = TaskPlan("gsm8k", "accuracy", 30, 1319, None, None, 25.0, 7.7, flip_rate=0.2)
+    assert "the pilot shows no flip" in sentence(still, plan)
+    assert "moves accuracy by about that much" not in sentence(still, plan)
+    assert "moves accuracy by about that much" in sentence(moving, plan)

@@ -82,16 +82,24 @@ def available(base: Side) -> dict[str, int | None]:
 
 def grow_commands(result: Plan, base: Side, noises: list[Side], cand: Side | None) -> list[str]:
     """`kveval run` lines that extend every pilot run to the items the plan needs, then add
-    the noise runs it needs."""
+    the noise runs it needs. Runs `kveval ab` made (their endpoint holds its `{port}`) are
+    grown by the same `ab` command with --detect, which resumes them."""
     sizes = [min(p.items_needed, p.available or p.items_needed) for p in result.tasks
              if p.kind == "accuracy" and p.items_needed]
     pilot = max((p.items for p in result.tasks if p.kind == "accuracy"), default=0)
     size = max(sizes, default=0)
-    runs = [base, *noises, *([cand] if cand else [])]
-    found = ([shell_line(["kveval", "run", "--resume", "-o", r.path, "--limit", str(size)])
-              for r in runs] if size > pilot else [])
     wanted = max((p.noise_runs_needed or 0 for p in result.tasks), default=0)
+    runs = [base, *noises, *([cand] if cand else [])]
+    if size <= pilot and wanted <= len(noises):
+        return []
+    made = [r.header.endpoint for r in runs if r.header and "{port}" in r.header.endpoint]
+    if made:
+        return [f"these runs were made by kveval ab ({made[0]}): the same kveval ab command "
+                f"with --detect {result.targets.detect:g} grows them and adds the restarts "
+                "the plan needs; kveval run cannot reach a server ab started"]
     limit = ["--limit", str(size)] if size > pilot else []
+    found = [shell_line(["kveval", "run", "--resume", "-o", r.path, *limit])
+             for r in runs] if limit else []
     for k in range(len(noises) + 1, wanted + 1):
         label = f"{re.sub(r'[^A-Za-z0-9._-]+', '_', base.label) or 'pilot'}-noise{k}"
         out = Path(base.path).with_name(f"{label}.jsonl")

@@ -38,8 +38,10 @@ def sentence(p: TaskPlan, plan: Plan) -> str:
         rate = f"{100 * (p.flip_rate or 0):.1f}% of answers flipping either way"
         want = f"a loss of {t.detect:g} points"
         if p.items_needed is None:
-            head = (f"{want} cannot be caught at {rate} with up to 8 noise runs (a restart "
-                    "moves accuracy by about that much)")
+            why = ("the pilot shows no flip, so the declared prior of a restart's spread "
+                   "stands in; a candidate pilot run or a second noise run measures it"
+                   if not p.flip_rate else "a restart moves accuracy by about that much")
+            head = f"{want} cannot be caught at {rate} with up to 8 noise runs ({why})"
         else:
             head = (f"{want} needs {p.items_needed:,} items and {p.noise_runs_needed} noise "
                     f"runs at {rate}")
