@@ -12,7 +12,6 @@ the same setup continues a cut run.
 from __future__ import annotations
 
 import contextlib
-import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -38,7 +37,7 @@ from kveval.run.ab.progress import done
 from kveval.run.ab.serverlog import kv_pool
 from kveval.run.ab.side import Side
 from kveval.run.ab.state import recorded_command, recorded_env, setup_of
-from kveval.safe import one_line
+from kveval.safe import one_line, shell_line
 
 ENDPOINT = "http://127.0.0.1:{port}/v1"
 WARM = ("aiohttp", "tqdm", "kveval.run.client", "kveval.run.data",
@@ -224,7 +223,7 @@ def _now() -> str:
 def _serve(ctx: Context, start: Start, record: Recorder) -> Iterator[serve.Server]:
     command = placed(serve.Command(start.label, ctx.opts.command(start.side), start.side.env),
                      ctx.slot)
-    click.echo(f"kveval ab: {start.label}: start {shlex.join(command.argv)}", err=True)
+    click.echo(f"kveval ab: {start.label}: start {shell_line(command.argv)}", err=True)
     with serve.serving(command, ctx.folder.log(start.label), ctx.opts.ready_timeout,
                        ctx.api_key, ctx.opts.grace) as (server, ready_s):
         click.echo(f"kveval ab: {start.label}: answering on port {server.port} after "
