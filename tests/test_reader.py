@@ -127,8 +127,9 @@ def test_a_garbage_line_with_its_newline_is_no_torn_tail(tmp_path: Path) -> None
 
 
 def test_identical_duplicates_are_kept_once(tmp_path: Path) -> None:
-    run = read_run(write(tmp_path / "r.jsonl", lines(header(), [item(0), item(1), item(0)])))
-    assert [i.item_id for i in run.items] == ["gsm8k/test/0000", "gsm8k/test/0001"]
+    path = write(tmp_path / "r.jsonl", lines(header(), [item(0), item(1), item(0)]))
+    for run in (read_run(path), read_run(path, judging=True)):
+        assert [i.item_id for i in run.items] == ["gsm8k/test/0000", "gsm8k/test/0001"]
 
 
 def test_judging_leaves_out_what_judging_never_reads(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ for command in (run, tasks, check, plan, compare, score, gate, report, ab, demo)
 def main(argv: list[str] | None = None) -> None:
     register_secrets(from_environment(os.environ))
     try:
-        with installed(), signals_as_interrupt():
+        with installed(), signals_as_interrupt(to_exit=True):
             code = _command(argv)
     finally:
         forget()

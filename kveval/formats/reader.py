@@ -124,29 +124,34 @@ def _duplicate(path: Path, number: int, record: ItemRecord) -> RunFileError:
 
 
 class _Kept:
-    """A file's records in the order first read, each (task, item_id) once: an identical
-    repeat is dropped, a differing one refused."""
+    """A file's records in the order first read, each (task, item_id) once: a repeat equal
+    in every field is dropped, a differing one refused. A lean record lacks fields to tell
+    them apart by, so a lean reading only notes the repeat (`repeated`): read_run_file then
+    reads the file in full, and every command reads one item written twice the same way."""
 
-    def __init__(self) -> None:
+    def __init__(self, lean: bool) -> None:
         self.items: list[ItemRecord] = []
         self.ids: dict[str, dict[str, ItemRecord]] = {}  # task -> item_id -> record
+        self.lean = lean
+        self.repeated = False
 
     def add(self, record: ItemRecord, path: Path, number: int) -> None:
         old = indexed(self.ids, record)
         if old is None:
             self.items.append(record)
+        elif self.lean:
+            self.repeated = True
         elif old != record:
             raise _duplicate(path, number, record)
 
 
-def parse_items(fh: IO[bytes], path: Path,
-                shared: Shared | None) -> tuple[list[ItemRecord], bool]:
+def parse_items(fh: IO[bytes], path: Path, shared: Shared | None) -> tuple[_Kept, bool]:
     """The item lines after the header, and whether the last one was cut short (a crash
     mid-write: no newline and no JSON). Identical repeats of a record are kept once. With
     `shared` (judging), records are read lean and share what is alike with other runs."""
     decode = msgspec.json.Decoder(Judged if shared else ItemRecord).decode
     lean = shared.lean if shared else None
-    kept = _Kept()
+    kept = _Kept(lean is not None)
     for number, line in limits.lines(fh, path, first=2):
         try:
             record = decode(line)
@@ -154,13 +159,13 @@ def parse_items(fh: IO[bytes], path: Path,
             if not line.strip():
                 continue
             if not line.endswith(b"\n") and not isinstance(exc, msgspec.ValidationError):
-                return kept.items, True
+                return kept, True
             raise _bad_line(path, number, exc) from None
         except RecursionError:
             raise RunFileError(f"{path}:{number}: {limits.DEPTH_MESSAGE}") from None
         _check(record, line, path, number, lean is not None)
         kept.add(record if lean is None else lean(record), path, number)
-    return kept.items, False
+    return kept, False
 
 
 def read_run_file(path: Path, shared: Shared | None = None) -> Run:
@@ -175,14 +180,16 @@ def read_run_file(path: Path, shared: Shared | None = None) -> Run:
                                    f"{limits.size_text(limits.MAX_LINE_BYTES)} cap on a "
                                    "run-file line")
             header = parse_header(first, path)
-            items, truncated = parse_items(fh, path, shared)
+            kept, truncated = parse_items(fh, path, shared)
     except FileNotFoundError:
         raise RunFileError(f"{path}: no such run file") from None
     except IsADirectoryError:
         raise RunFileError(f"{path}: is a folder, not a run file") from None
     except OSError as exc:
         raise RunFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return Run(header=header, items=items, path=path, truncated_tail=truncated)
+    if kept.repeated:  # the one rule for an item written twice: the full reading's
+        read_run_file(path)
+    return Run(header=header, items=kept.items, path=path, truncated_tail=truncated)
 
 
 def read_run(path: str | Path, *, judging: bool = False, shared: Shared | None = None) -> Run:

@@ -13,7 +13,6 @@ to state. Nothing here writes a file.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from kveval.run.client import ClientConfig, Connection, asked_k, checked, make_c
 from kveval.run.endpoint import ServerInfo, server_root
 from kveval.run.forcing.idle_slots import idle_cache
 from kveval.run.forcing.method import LACKS, Method, Probe, select, server_slots
+from kveval.run.interrupt import run as run_async
 from kveval.run.invariance import Invariance, batch_invariance
 
 LADDER = (1, 5, 10, 20)  # --logprobs K tried, each as one one-token request
@@ -186,7 +186,7 @@ def forcing_method(base_url: str, model: str, api_key: str | None,
         finally:
             await conn.close()
 
-    return method, asyncio.run(tried())
+    return method, run_async(tried())
 
 
 def _tiny_run(model: str) -> Any:
@@ -273,8 +273,8 @@ def check(base_url: str, label: str, info: ServerInfo, model: str | None,
         found["engine"] = method.server
     bound = timeout or (EMBEDDED_TIMEOUT_S if embedded else CHECK_TIMEOUT_S)
     config = ClientConfig(base_url, api_key, bound, retries=0)
-    seen = asyncio.run(_probe_all(config, timeout or max(bound, SLOW_TIMEOUT_S), model, method,
-                                  embedded))
+    seen = run_async(_probe_all(config, timeout or max(bound, SLOW_TIMEOUT_S), model, method,
+                                embedded))
     idle = seen["idle"]
     forced = {"method": method.name if seen["forced"] is None else None,
               "server": method.server, "chat_items": method.template,

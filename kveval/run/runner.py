@@ -25,6 +25,7 @@ from kveval.run.client import (
 )
 from kveval.run.forcing.item import exchange
 from kveval.run.interrupt import exit_code, how
+from kveval.run.interrupt import run as run_async
 from kveval.safe import one_line
 
 Before = Callable[[Connection], Awaitable[None]]
@@ -165,7 +166,7 @@ def _bar(total: int, description: str) -> Any:
 def _run(sending: Coroutine[Any, Any, list[str]], state: dict[str, Any]) -> list[str]:
     """Ctrl-C, or SIGTERM (run/interrupt.py), stops the sending between two records."""
     try:
-        return asyncio.run(sending)
+        return run_async(sending)
     except KeyboardInterrupt:
         raise interrupted(state.get("writer")) from None
 

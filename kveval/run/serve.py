@@ -33,6 +33,7 @@ from pathlib import Path
 
 from kveval.errors import RunFileError, ServerError, UsageError
 from kveval.run import leftover
+from kveval.run.interrupt import hurried
 from kveval.run.launch import free_port, open_log, port_free, spawn
 from kveval.run.relay import TAIL_BYTES, copy_output
 from kveval.run.watchdog import members
@@ -205,14 +206,15 @@ def _signal(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _wait_gone(server: Server, until: float) -> bool:
-    """Reap the leader; True once the whole group is gone (before `until`)."""
+def _wait_gone(server: Server, until: float, hurry: bool = False) -> bool:
+    """Reap the leader; True once the whole group is gone (before `until`, and with `hurry`
+    before a second interrupt: run/interrupt.py counts it, raising nothing)."""
     while True:
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.process.wait(timeout=POLL_S)
         if server.exited() is not None and not members(server.process.pid):
             return True
-        if time.monotonic() > until:
+        if time.monotonic() > until or (hurry and hurried()):
             return False
 
 
@@ -220,7 +222,7 @@ def _end_group(server: Server, grace: float) -> None:
     pgid = server.process.pid
     _signal(pgid, signal.SIGTERM)
     try:
-        if _wait_gone(server, time.monotonic() + grace):
+        if _wait_gone(server, time.monotonic() + grace, hurry=True):
             return
     except KeyboardInterrupt:
         _signal(pgid, signal.SIGKILL)

@@ -10,13 +10,18 @@ experiment has decided whether it teacher-forces (ab.json).
 A child dies with kveval, `kill -9` too (its server's watchdog then ends the server). A
 child that fails stops the others (their servers stopped, their files kept) and its one
 line is the command's; Ctrl-C or SIGTERM stops every child, each its server; the same command
-resumes each run where it stopped.
+resumes each run where it stopped. A child says nothing of an interrupt, however many come
+(run/interrupt.py): its outcome and exit status are its word, and kveval's one line is the
+command's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import signal
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +32,7 @@ from kveval.errors import EXIT_OK, KvevalError, ServerError
 from kveval.run.ab.options import AbOptions
 from kveval.run.ab.plan import BASELINE, Start
 from kveval.run.ab.progress import done
+from kveval.run.interrupt import STOPPING
 
 POLL_S = 0.5
 JOIN_S = 60.0  # a child stopping its server on SIGTERM: at most its --stop-grace and this
@@ -73,25 +79,40 @@ def child(opts: AbOptions, start: Start, slot: int, api_key: str | None,
     from kveval.run.ab.plan import Folder
     from kveval.run.ab.state import read_state
     from kveval.run.ab.steps import Context, run_start
-    from kveval.run.interrupt import signals_as_interrupt
+    from kveval.run.interrupt import exit_code, signals_as_interrupt
     from kveval.run.watchdog import die_with_parent
     from kveval.sink import installed
 
     die_with_parent()  # kveval killed outright: this child too, so its server's watchdog ends it
+    quiet_bars()
     register_secrets(secrets)  # every spelling, as kveval's own process masks them
     folder = Folder(opts.output)
-    with installed(), signals_as_interrupt():  # the one door out, as in kveval's own process
+    # the one door out and the interrupts, as in kveval's own process
+    with installed(), signals_as_interrupt(to_exit=True):
         try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)  # held since launch
             state = read_state(folder.state)
             assert state is not None  # the parent wrote it before any child started
             forcing = Forcing(opts, state, api_key)
             ctx = Context(opts, folder, api_key, forcing, forcing.stop, slot,
                           Reference(opts, forcing, start, baseline_ended))
-            pipe.send(Outcome(run_start(ctx, start, forcing.state.forcing)))
+            found = Outcome(run_start(ctx, start, forcing.state.forcing))
         except KvevalError as exc:
-            pipe.send(Outcome(2, str(exc), exc.exit_code))
+            found = Outcome(2, str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            pipe.send(Outcome(130, "interrupted", 130))
+            found = Outcome(exit_code(), "interrupted", exit_code())
+        with contextlib.suppress(OSError):  # a parent gone: the exit status says it
+            pipe.send(found)
+    sys.exit(found.error_code if found.error is not None else found.code)
+
+
+def quiet_bars() -> None:
+    """The progress bars' lock a thread lock: tqdm's own is a named semaphore, which the
+    resource tracker counts; a tracker killed by a hangup of the group was replaced by one
+    that knew nothing of it, and said so with a traceback after kveval's last line."""
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
 
 
 @dataclass
@@ -110,7 +131,11 @@ def launch(opts: AbOptions, start: Start, slot: int, api_key: str | None,
     process = multiprocessing.get_context("spawn").Process(
         target=child, args=(opts, start, slot, api_key, secrets(), there, baseline_ended),
         name=f"kveval-ab-{start.label}", daemon=True)
-    process.start()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)  # the child holds them until
+    try:  # its handlers are in: an interrupt as it starts is its one outcome, no traceback
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     there.close()
     return Running(start, slot, process, here)
 

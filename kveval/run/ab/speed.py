@@ -28,6 +28,7 @@ from typing import Any
 from kveval.formats.figures import Load
 from kveval.formats.numbers import count
 from kveval.run.client import ClientConfig, Connection, make_client
+from kveval.run.interrupt import run as run_async
 from kveval.safe import one_line
 
 LETTERS = "etaoinshrdlucmfwypvbgk"
@@ -176,4 +177,4 @@ async def _load(config: ClientConfig, model: str, size: LoadSize) -> tuple[Load,
 def measure(base_url: str, model: str, api_key: str | None, size: LoadSize,
             timeout: float = 600.0) -> tuple[Load, ...]:
     """The load at each concurrency, in order; a failed request is counted in `errors`."""
-    return asyncio.run(_load(ClientConfig(base_url, api_key, timeout, 0), model, size))
+    return run_async(_load(ClientConfig(base_url, api_key, timeout, 0), model, size))
