@@ -10,7 +10,8 @@ where any could not be judged, else 0.
 A candidate's costs are read from its gate's JSON, the worst task of each, named beside it:
 accuracy points lost against the baseline, the share of answers it changed beyond the
 restarts' share, and the mean KL per token over the restarts' (forced where the experiment
-forced, else free).
+forced, else free; a context task's pooled over its documents' positions, whose answers
+count in no drift).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def _share(drift: Any) -> float | None:
 
 
 def _drift(task: Mapping[str, Any]) -> float | None:
+    if task.get("context"):  # forced documents: their answers never change
+        return None
     found = task.get("drift") or {}
     cand, noise = _share(found.get("candidate")), _share(found.get("noise"))
     return None if cand is None or noise is None else cand - noise
@@ -82,6 +85,25 @@ def _kl(entry: Any) -> float | None:
     return None if cand is None or noise is None else cand - noise
 
 
+def _pooled(buckets: Any) -> float | None:
+    """A run's mean KL over every position of its buckets."""
+    pairs = [(_number(b.get("kl_mean")), _number(b.get("positions"))) for b in buckets or []
+             if isinstance(b, dict)]
+    known = [(kl, n) for kl, n in pairs if kl is not None and n]
+    total = sum(n for _, n in known)
+    return sum(kl * n for kl, n in known) / total if total else None
+
+
+def _context_kl(task: Mapping[str, Any]) -> float | None:
+    """A context task's KL rise over its first restart's, pooled over positions."""
+    found = task.get("context")
+    if not isinstance(found, dict) or not found.get("noise_runs"):
+        return None
+    cand = _pooled((found.get("candidate") or {}).get("buckets"))
+    noise = _pooled((found["noise_runs"][0] or {}).get("buckets"))
+    return None if cand is None or noise is None else cand - noise
+
+
 def costs(gate: Mapping[str, Any]) -> Costs:
     tasks = [t for t in gate.get("tasks") or [] if isinstance(t, dict)]
     forced = any(t.get("forced_divergence") for t in tasks)
@@ -90,7 +112,8 @@ def costs(gate: Mapping[str, Any]) -> Costs:
                   if isinstance(c, dict) and c.get("shown"))
     worst = {"points_lost": _worst([(str(t.get("task")), _points(t)) for t in tasks]),
              "drift": _worst([(str(t.get("task")), _drift(t)) for t in tasks]),
-             "kl_rise": _worst([(str(t.get("task")), _kl(t.get(key))) for t in tasks])}
+             "kl_rise": _worst([(str(t.get("task")), _context_kl(t) if t.get("context")
+                                 else _kl(t.get(key))) for t in tasks])}
     value = {k: None if w is None else w[1] for k, w in worst.items()}
     return Costs(value["points_lost"], value["drift"], value["kl_rise"], forced, shown,
                  {k: w[0] for k, w in worst.items() if w is not None})

@@ -17,6 +17,7 @@ from typing import Any
 
 BASELINE, CANDIDATE, NOISE = "#4c72b0", "#dd8452", "#8c8c8c"
 COLOURS = (BASELINE, CANDIDATE, NOISE, "#55a868", "#8172b3", "#937860")
+LINES = tuple(c for c in COLOURS[1:] if c != NOISE) + (BASELINE,)  # candidates, never grey
 WIDTH = 10.0  # inches: 960 px at 96 dpi, about the page's content width
 HEATMAP_WIDTH = 4.8  # three side by side on a wide screen, one under another on a narrow one
 RC: Any = {  # matplotlib rcParams
@@ -289,7 +290,7 @@ def position_chart(buckets: Sequence[str], panels: Sequence[PositionPanel]) -> s
                                 color=NOISE, alpha=0.35, lw=1, label="restarts (floor)")
             for i, (label, ys) in enumerate(panel.lines):
                 ax.plot(xs, [float("nan") if y is None else y for y in ys], marker="o",
-                        ms=3, lw=1.4, label=label, color=COLOURS[(i + 1) % len(COLOURS)])
+                        ms=3, lw=1.4, label=label, color=LINES[i % len(LINES)])
             ax.set_xticks(xs, list(buckets))
             ax.set_xlabel("position (tokens)")
             ax.set_ylabel(panel.title)
