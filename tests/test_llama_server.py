@@ -88,10 +88,13 @@ def test_forced_decoding_lines_up_with_the_baseline(capsys: Any, runs: dict[str,
     assert f16["positions"] >= sum(len(r.logprobs["tokens"]) for r in base.values()) - len(base)
 
 
-def test_q8_0_moves_the_distributions_more_than_f16(capsys: Any, runs: dict[str, Path]) -> None:
-    f16 = divergence(capsys, runs["gsm8k"], runs["tf-gsm8k-f16"])
-    q8 = divergence(capsys, runs["gsm8k"], runs["tf-gsm8k-q8"])
-    assert q8["kl_mean"] > f16["kl_mean"]
+def test_q8_0_moves_the_distributions_from_the_forced_f16_pass(capsys: Any,
+                                                               runs: dict[str, Path]) -> None:
+    """Against the baseline's own forced pass, as the gate compares forced runs (never with
+    the free run: with two slots, prefill against decode kernels and batching move the free
+    run's log-probabilities by about as much as q8_0 does, 0.003 nats measured)."""
+    q8 = divergence(capsys, runs["tf-gsm8k-f16"], runs["tf-gsm8k-q8"])
+    assert q8["kl_mean"] > 1e-4 and q8["positions"] > 0
 
 
 @pytest.mark.parametrize("cache_idle_slots", [True, False])
