@@ -17,14 +17,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kveval.masking import mask
 from kveval.run.client import Connection, Reply
 from kveval.run.forcing import decoding, prompt_logprobs, sglang
 from kveval.run.forcing.forced import Forced
-from kveval.run.forcing.scores import Scored, logprob
-from kveval.run.forcing.token_ids import ForcedFailure, post_json
-from kveval.run.logprobs import from_legacy, shift_of
-from kveval.safe import one_line
+from kveval.run.forcing.scores import Scored, compact_scored, logprob
+from kveval.run.forcing.token_ids import MALFORMED, ForcedFailure, failed, post_json
+from kveval.run.logprobs import shift_of
 
 
 @dataclass(frozen=True)
@@ -56,15 +54,9 @@ async def exchange(doc: Document, conn: Connection, last_only: bool = False) -> 
             scored, meta = await _echoed(doc, conn)
         else:
             scored, meta = await _scored(doc, conn, last_only)
-    except (ForcedFailure, ValueError, TypeError, KeyError, IndexError, AttributeError,
-            OverflowError, RecursionError) as exc:
-        why = str(exc) if isinstance(exc, ForcedFailure) else f"malformed reply ({exc!r})"
-        return Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
-                     error=mask(one_line(why)[:300], conn.config.secrets))
-    logprobs = from_legacy({"tokens": [s[0] for s in scored],
-                            "token_logprobs": [s[1] for s in scored],
-                            "top_logprobs": [s[2] for s in scored]}, doc.forced.k,
-                           keep_unknown=True)
+    except MALFORMED as exc:
+        return failed(exc, start, conn)
+    logprobs = compact_scored(scored, doc.forced.k)
     return Reply(text="".join(s[0] for s in scored), finish_reason=None,
                  latency_s=round(time.perf_counter() - start, 4), logprobs=logprobs,
                  meta={"teacher_forced": {"method": doc.forced.method, **meta}})

@@ -14,20 +14,20 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kveval.masking import mask
 from kveval.run.client import Connection, Reply, send
 from kveval.run.forcing import decoding, document, prompt_logprobs, sglang
 from kveval.run.forcing.document import Document
 from kveval.run.forcing.forced import Forced
-from kveval.run.forcing.scores import Scored
-from kveval.run.forcing.token_ids import EXACT, RETOKENIZED, UNCHECKED, ForcedFailure, same_tokens
-from kveval.run.logprobs import from_legacy
-from kveval.safe import one_line
-
-# What reading a server's reply of the wrong shape raises (a rank of 'first' or Infinity,
-# an id of 'abc', a piece of [104, 'x']): each an error item, never a traceback.
-MALFORMED = (ForcedFailure, ValueError, TypeError, KeyError, IndexError, AttributeError,
-             OverflowError, RecursionError)
+from kveval.run.forcing.scores import Scored, compact_scored
+from kveval.run.forcing.token_ids import (
+    EXACT,
+    MALFORMED,
+    RETOKENIZED,
+    UNCHECKED,
+    ForcedFailure,
+    failed,
+    same_tokens,
+)
 
 
 async def exchange(item: Forced | Document, conn: Connection) -> Reply:
@@ -55,9 +55,7 @@ async def _run(item: Forced, conn: Connection, last_only: bool) -> Reply:
         scored, meta = await _scored(item, conn, last_only)
         logprobs = _logprobs(item, scored, meta)
     except MALFORMED as exc:
-        why = str(exc) if isinstance(exc, ForcedFailure) else f"malformed reply ({exc!r})"
-        return Reply(text=None, latency_s=round(time.perf_counter() - start, 4),
-                     error=mask(one_line(why)[:300], conn.config.secrets))
+        return failed(exc, start, conn)
     reply = Reply(text=item.answer.text, latency_s=round(time.perf_counter() - start, 4),
                   logprobs=logprobs)
     return _as_answer(item, reply, meta)
@@ -67,9 +65,7 @@ def _logprobs(item: Forced, scored: list[Scored], meta: dict[str, Any]) -> dict[
     texts = item.answer.texts
     if meta["tokens"] == EXACT and texts is not None and len(texts) == len(scored):
         scored = [(text, own, top) for text, (_, own, top) in zip(texts, scored, strict=True)]
-    return from_legacy({"tokens": [s[0] for s in scored],
-                        "token_logprobs": [s[1] for s in scored],
-                        "top_logprobs": [s[2] for s in scored]}, item.k, keep_unknown=True)
+    return compact_scored(scored, item.k)
 
 
 def _as_answer(item: Forced, reply: Reply, meta: dict[str, Any]) -> Reply:

@@ -17,12 +17,13 @@ alone) tries the text first from then on. An item whose tokens still differ is m
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kveval.adapters.base import Message
-from kveval.run.client import Connection
+from kveval.run.client import Connection, Reply
 from kveval.run.failures import backoff, classify
 from kveval.run.forcing.method import Method
 
@@ -31,6 +32,22 @@ EXACT, RETOKENIZED, UNCHECKED = "exact", "retokenized", "unchecked"
 
 class ForcedFailure(Exception):
     """A teacher-forcing request that failed or was answered in a shape kveval cannot read."""
+
+
+# What reading a server's reply of the wrong shape raises (a rank of 'first' or Infinity,
+# an id of 'abc', a piece of [104, 'x']): each an error item, never a traceback.
+MALFORMED = (ForcedFailure, ValueError, TypeError, KeyError, IndexError, AttributeError,
+             OverflowError, RecursionError)
+
+
+def failed(exc: BaseException, started: float, conn: Connection) -> Reply:
+    """The error reply of a forced exchange that raised one of MALFORMED, naming why."""
+    from kveval.masking import mask
+    from kveval.safe import one_line
+
+    why = str(exc) if isinstance(exc, ForcedFailure) else f"malformed reply ({exc!r})"
+    return Reply(text=None, latency_s=round(time.perf_counter() - started, 4),
+                 error=mask(one_line(why)[:300], conn.config.secrets))
 
 
 async def post_json(conn: Connection, url: str, body: dict[str, Any]) -> Any:
