@@ -22,7 +22,7 @@ Bonferroni over the buckets: "a rise beyond PCT in some bucket beyond the restar
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,27 +147,30 @@ def curve(label: str, pairs: Sequence[_Pair], edges: Sequence[int]) -> RunCurve:
     return RunCurve(label, tuple(_bucket(pairs, a, b) for a, b in spans))
 
 
-def _blocks(task: str, pairs: Sequence[_Pair], start: int, end: int) -> list[ItemDivergence]:
-    """The positions [start, end) of every document in blocks of BLOCK, keyed alike in
-    every run."""
-    found = []
+def _spans(pairs: Sequence[_Pair], start: int, end: int
+           ) -> Iterator[tuple[_Pair, str, slice]]:
+    """Positions [start, end) of every document in blocks of BLOCK: the document, the
+    block's key (alike in every run) and its slice of the document's arrays."""
     for pair in pairs:
-        for lo in range(max(start - 1, 0), min(end - 1, len(pair.positions)), BLOCK):
-            hi = min(lo + BLOCK, end - 1, len(pair.positions))
-            found.append(ItemDivergence((task, f"{pair.item_id}@{lo}"),
-                                        pair.positions[lo:hi], None))
-    return found
+        stop = min(end - 1, len(pair.positions))
+        for lo in range(max(start - 1, 0), stop, BLOCK):
+            yield pair, f"{pair.item_id}@{lo}", slice(lo, min(lo + BLOCK, stop))
+
+
+def _blocks(task: str, pairs: Sequence[_Pair], start: int, end: int) -> list[ItemDivergence]:
+    return [ItemDivergence((task, key), pair.positions[part], None)
+            for pair, key, part in _spans(pairs, start, end)]
 
 
 def _ppl_blocks(pairs: Sequence[_Pair], start: int, end: int) -> dict[str, float]:
+    """Each block's mean NLL change; a block with no known log-probability is left out in
+    every run."""
     found = {}
-    for pair in pairs:
-        for lo in range(max(start - 1, 0), min(end - 1, len(pair.positions)), BLOCK):
-            values = pair.nll_change[lo: min(lo + BLOCK, end - 1)]
-            values = values[~np.isnan(values)]
-            if len(values):
-                found[f"{pair.item_id}@{lo}"] = float(values.mean())
-        # a block with no known log-probability is left out in every run
+    for pair, key, part in _spans(pairs, start, end):
+        values = pair.nll_change[part]
+        values = values[~np.isnan(values)]
+        if len(values):
+            found[key] = float(values.mean())
     return found
 
 
@@ -199,12 +202,12 @@ def context_found(task: str, pairs: Sequence[Any], noise_pairs: Sequence[Sequenc
     longest = 1 + max(len(p.positions) for p in cand)  # a document shorter than asked
     cuts = [e for e in cuts if e < longest] + [longest]
     short = tuple(f"{p.item_id} ({len(p.positions):,} positions)" for p in cand
-                  if 1 + len(p.positions) < (cuts[-1] if len(cuts) > 1 else longest))
+                  if 1 + len(p.positions) < longest)
     noises = [n for n in (_by_doc(run, task) for run in noise_pairs) if n]
     spans = list(zip(cuts, cuts[1:], strict=False))
     test, bucket_p = _kl_tests(task, cand, noises, spans, max_kl or 0.0)
     ppl_p, ppl_min = _ppl_test(cand, noises, spans, max_ppl_rise)
-    blocks = len(_blocks(task, cand, 0, cuts[-1]))
+    blocks = test.items if test is not None else 0  # those every run shares
     return ContextFound(task, len(cand), curve(labels[0], cand, cuts),
                         tuple(curve(label, n, cuts) for label, n in zip(labels[1:], noises,
                                                                         strict=False)),
