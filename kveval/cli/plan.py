@@ -125,23 +125,22 @@ def _forced_noise(base: Side, out: Path, k: int) -> str:
 def pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,
                targets: Targets) -> tuple[Plan, list[str]]:
     """The plan from the pilot's run files, and the commands that grow its runs."""
+    result, commands, _ = _pilot_plan(baseline, noise, candidate, targets)
+    return result, commands
+
+
+def _pilot_plan(baseline: str, noise: Sequence[str], candidate: str | None,
+                targets: Targets) -> tuple[Plan, list[str], list[str]]:
+    """The plan, the commands that grow its runs, and what its context tasks can show: the
+    pilot's files read once."""
     from kveval.judge.plan import plan as make_plan
 
     base, *rest = reading.load_all((baseline, *noise, *([candidate] if candidate else [])),
                                    reading.load_run)
     noises, cand = rest[:len(noise)], (rest[-1] if candidate else None)
     result = make_plan(base, noises, cand, targets, available(base))
-    return result, grow_commands(result, base, noises, cand)
-
-
-def _has_context(path: str) -> bool:
-    """Whether the run's header lists a context task (its first line alone is read)."""
-    from kveval.formats.limits import MAX_LINE_BYTES, open_regular
-    from kveval.formats.reader import parse_header
-
-    with open_regular(path, None) as fh:
-        header = parse_header(fh.readline(MAX_LINE_BYTES), Path(path))
-    return any(t.get("adapter") == "context" for t in header.tasks)
+    return (result, grow_commands(result, base, noises, cand),
+            context_plan(base, len(noises), targets))
 
 
 def context_plan(base: Side, runs: int, targets: Targets) -> list[str]:
@@ -200,11 +199,9 @@ def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: f
     options.check_output(as_json, markdown)
     rise, relative = detect_kl if detect_kl is not None else (None, False)
     targets = Targets(detect, detect_drift, rise, power, alpha, kl_relative=relative)
-    result, commands = pilot_plan(baseline, noise, candidate, targets)
+    result, commands, context = _pilot_plan(baseline, noise, candidate, targets)
     data: dict[str, Any] = plan_json(result, commands)
     blocks = plan_blocks(result, commands)
-    context = (context_plan(reading.load_run(baseline), len(noise), targets)
-               if _has_context(baseline) else [])
     data["context"] = context
     blocks += context
     if as_json:
