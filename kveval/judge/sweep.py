@@ -46,7 +46,7 @@ class Row:
     speed_caveats: dict[str, Any] = field(default_factory=dict)  # the trade's, where any
 
 
-def _number(value: Any) -> float | None:
+def json_number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else None
 
@@ -59,7 +59,7 @@ def _worst(values: Sequence[tuple[str, float | None]]) -> tuple[str, float] | No
 
 def _points(task: Mapping[str, Any]) -> float | None:
     acc = task.get("accuracy") or {}
-    difference = _number(acc.get("difference"))
+    difference = json_number(acc.get("difference"))
     return None if difference is None else -100.0 * difference
 
 
@@ -80,14 +80,14 @@ def _drift(task: Mapping[str, Any]) -> float | None:
 def _kl(entry: Any) -> float | None:
     if not isinstance(entry, dict):
         return None
-    cand, noise = _number(entry.get("kl_mean")), _number((entry.get("noise") or {})
+    cand, noise = json_number(entry.get("kl_mean")), json_number((entry.get("noise") or {})
                                                          .get("kl_mean"))
     return None if cand is None or noise is None else cand - noise
 
 
 def _pooled(buckets: Any) -> float | None:
     """A run's mean KL over every position of its buckets."""
-    pairs = [(_number(b.get("kl_mean")), _number(b.get("positions"))) for b in buckets or []
+    pairs = [(json_number(b.get("kl_mean")), json_number(b.get("positions"))) for b in buckets or []
              if isinstance(b, dict)]
     known = [(kl, n) for kl, n in pairs if kl is not None and n]
     total = sum(n for _, n in known)

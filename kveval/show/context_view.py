@@ -21,17 +21,17 @@ KLD_HEADER = ("task", "run", "positions", "mean KL ± se", "median", "p99", "p99
               "same top ± se", "RMS Δp ± se")
 
 
-def _pct(x: float | None, digits: int = 2) -> str:
+def percent_change(x: float | None, digits: int = 2) -> str:
     return "-" if x is None else f"{x:+.{digits}f}%"
 
 
-def _share(x: float | None) -> str:
+def share(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
 def _row(task: str, label: str, b: Bucket) -> tuple[str, ...]:
     return (task, one_line(label), b.label, f"{b.positions:,}", _g(b.kl_mean), _g(b.kl_p99),
-            _pct(b.ppl_change), _share(b.same_top))
+            percent_change(b.ppl_change), share(b.same_top))
 
 
 def _runs(found: ContextFound) -> list[RunCurve]:

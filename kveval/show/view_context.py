@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kveval.judge.sweep import json_number
 from kveval.show import charts
+from kveval.show.context_view import percent_change, share
 from kveval.show.view import task_names, task_value
 from kveval.show.view_detail import number
 
@@ -15,7 +17,7 @@ HEAD = ("run", "positions", "scored", "mean KL", "KL p99", "perplexity", "same t
 
 
 def _series(buckets: Sequence[Mapping[str, Any]], key: str) -> list[float | None]:
-    return [b.get(key) if isinstance(b.get(key), (int, float)) else None for b in buckets]
+    return [json_number(b.get(key)) for b in buckets]
 
 
 def _band(runs: Sequence[Sequence[Mapping[str, Any]]], key: str,
@@ -42,16 +44,8 @@ def chart(candidates: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
 
 def _rows(label: str, buckets: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     return [[label, str(b.get("label")), number(b.get("positions")), number(b.get("kl_mean")),
-             number(b.get("kl_p99")), _pct(b.get("ppl_change_pct")),
-             _share(b.get("same_top"))] for b in buckets]
-
-
-def _pct(value: Any) -> str:
-    return f"{value:+.2f}%" if isinstance(value, (int, float)) else "-"
-
-
-def _share(value: Any) -> str:
-    return f"{100 * value:.1f}%" if isinstance(value, (int, float)) else "-"
+             number(b.get("kl_p99")), percent_change(json_number(b.get("ppl_change_pct"))),
+             share(json_number(b.get("same_top")))] for b in buckets]
 
 
 def _task(task: str, entry: Mapping[str, Any]) -> dict[str, Any]:
