@@ -70,13 +70,15 @@ class World:
     correlated: float = 0.0  # the share of their run effect the noise runs have in common
     stable_right: float = 0.0  # how far an item's accuracy rises as its fragility falls
     gsm8k_n: int = 500
+    gsm8k_change: float = 0.07  # the share of GSM8K answers a restart departs on
 
 
 SCENARIOS = ("A/A", "gsm8k -4", "truncated +6", "needle lost @max", "prompts +20")
 
 
 def suite_of(world: World) -> tuple[TaskModel, ...]:
-    return tuple(replace(t, n=world.gsm8k_n) if t.name == "gsm8k" else t for t in SUITE)
+    return tuple(replace(t, n=world.gsm8k_n, change=world.gsm8k_change) if t.name == "gsm8k"
+                 else t for t in SUITE)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kveval.judge.checks import first
 from kveval.judge.floor import accuracy_test
-from kveval.judge.novel import LEAST_NEW, novel_cost
+from kveval.judge.novel import novel_cost
 from kveval.judge.verdict import gate
 from tests.test_gate_calibrated import answers, side
 
@@ -93,11 +93,41 @@ def test_answers_cut_short_or_empty_are_not_new_answers():
     assert novel_cost(codes, wrong, collapsed).p_value < 1e-6
 
 
-def test_a_small_pool_leaves_accuracy_to_the_pool_test():
+def test_a_pool_that_agrees_item_for_item_leaves_accuracy_to_the_pool_test():
     codes = np.zeros((4, 60), dtype=int)
-    codes[0, :LEAST_NEW - 1] = 1
+    codes[3, :10] = 1
     assert novel_cost(codes, np.zeros((4, 60), bool), np.zeros((4, 60), bool)) is None
+    codes[0, 0] = 2
     assert novel_cost(codes[[0, 1, 3]], np.zeros((3, 60), bool), np.zeros((3, 60), bool)) is None
+
+
+def _quiet_pool(candidate_new: int, candidate_losses: int) -> tuple[np.ndarray, ...]:
+    """Three runs of the setup with 4 new answers each, half of them losses, and a candidate
+    with `candidate_new` new answers, `candidate_losses` of them losses, on 500 items."""
+    codes = np.zeros((4, 500), dtype=int)
+    wrong = np.zeros((4, 500), dtype=bool)
+    for r in range(3):
+        codes[r, 4 * r:4 * r + 4] = r + 1
+        wrong[r, 4 * r:4 * r + 2] = True
+    codes[3, 100:100 + candidate_new] = 9
+    wrong[3, 100:100 + candidate_losses] = True
+    return codes, wrong, np.zeros((4, 500), dtype=bool)
+
+
+def test_a_noisy_restart_beside_a_quiet_pool_is_not_a_loss():
+    """The pool's runs changed 12 answers between them, 6 turning right answers wrong; a
+    candidate changing 80 answers at that rate is a restart that changes more, not a loss:
+    the exchange allows for so few of the pool's new answers (a count test did not)."""
+    found = novel_cost(*_quiet_pool(80, 40))
+    assert found is not None and found.pool_answers == 12
+    assert found.p_value > 0.05
+
+
+def test_new_losses_beside_a_quiet_pool_are_a_loss():
+    """The same quiet pool; a candidate whose 30 new answers are 28 losses is caught."""
+    found = novel_cost(*_quiet_pool(30, 28))
+    assert found is not None and found.p_value < 0.0115  # the check's share on the suite
+    assert found.threshold(28, 0.0115) <= 28 < found.threshold(28, 0.005)
 
 
 @settings(max_examples=60, deadline=None)

@@ -64,11 +64,11 @@ def test_a_loss_at_a_restarts_cost_cannot_be_seen() -> None:
     assert pilot.loss(100_000, 8, LEVEL, 0.8) is None
 
 
-def test_small_pools_are_left_to_the_pool_test() -> None:
-    pilot = NovelPilot(share=0.01, rate=0.3, variance=0.9, runs=3)
+def test_pools_without_a_new_answer_are_left_to_the_pool_test() -> None:
+    pilot = NovelPilot(share=0.001, rate=0.3, variance=0.9, runs=3)
     assert not pilot.applies(10_000, 1)  # one noise run: no majority to read against
-    assert not pilot.applies(900, 2)  # 27 new answers in the pool's three runs
-    assert pilot.applies(1100, 2)
+    assert not pilot.applies(300, 2)  # under one new answer in the pool's three runs
+    assert pilot.applies(900, 2)  # a few: the exchange reads them
 
 
 def test_plan_sizes_for_the_cost_test_the_gate_will_use() -> None:

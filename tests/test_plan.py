@@ -63,7 +63,7 @@ def pilot(tmp_path: Path) -> dict[str, str]:
 
 def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, capsys):
     args = ["plan", pilot["a"], "--noise", pilot["n"], "--candidate", pilot["c"], "--detect",
-            "2", "--json"]
+            "1.8", "--json"]
     code, out, _ = kveval(capsys, *args)
     data = json.loads(out)
     assert code == 0 and data["command"] == "plan"
@@ -75,7 +75,7 @@ def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, caps
     assert gsm8k["items_needed"] > 500
     assert gsm8k["items_available"] == 1319 and gsm8k["noise_runs_needed"] >= 2
     assert gsm8k["detectable"] >= 100 * detectable_loss(500, 18 / 500, data["level"], 459 / 500)
-    assert gsm8k["detectable"] > 2 and f"{gsm8k['noise_runs_needed']} noise runs" in \
+    assert gsm8k["detectable"] > 1.8 and f"{gsm8k['noise_runs_needed']} noise runs" in \
         gsm8k["summary"]
     prompts = next(t for t in data["tasks"] if t["task"] == "prompts")
     assert prompts["check"] == "drift" and "noise_runs_needed" in prompts

@@ -15,12 +15,12 @@ A loss of d (a share of the items) turns d n right answers wrong: d u n more new
 (u = (1 - p)^(k + 1): the chance that no pool run departs there), each costing 1 where a
 restart's cost h. At n items and k noise runs the gate's candidate then has N = (a + d u) n
 new answers whose cost per answer lies d u (1 - h) / (a + d u) above the pool's, against the
-gate's reference (judge/novel.py `reference`: the counting variance v / N + v / N_pool,
-N_pool = (k + 1) a n, and the declared spread of the rate between restarts, at the declared
-degrees of freedom). The test reaches the level with probability `power` once that gap is the
+gate's reference in its normal view (judge/novel.py `reference`: the exchange's counting
+variance v / N + v / N_pool, N_pool = (k + 1) a n, and the declared spread of the rate
+between restarts). The test reaches the level with probability `power` once that gap is the
 t quantile plus the normal quantile at `power` times the scale (judge/detect.py spread_loss).
-Where the pool would hold fewer than LEAST_NEW new answers the gate judges by the pool test,
-and the plan models that test instead (judge/plan.py).
+Where the pool would hold no new answer (its runs agree item for item) the gate judges by the
+pool test, and the plan models that test instead (judge/plan.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import numpy as np
 
 from kveval.judge.detect import spread_loss
 from kveval.judge.novel import (
-    LEAST_NEW,
     LEAST_RUNS,
     LEAST_VARIANCE,
     each_against_the_rest,
@@ -69,7 +68,7 @@ class NovelPilot:
     def applies(self, n: int, noise_runs: int) -> bool:
         """Whether the gate reads n items with this many noise runs this way."""
         pool = noise_runs + 1
-        return pool >= LEAST_RUNS and pool * self.share_at(noise_runs) * n >= LEAST_NEW
+        return pool >= LEAST_RUNS and pool * self.share_at(noise_runs) * n >= 1
 
     def seen_loss(self, noise_runs: int, loss: float) -> float:
         """The share of the items a loss turns into new answers: those no pool run departs

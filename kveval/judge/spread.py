@@ -40,12 +40,12 @@ class Prior:
 # accuracy: a restart's correct count moves by a share of the answers it changes (loss-biased
 # departures make a restart that changes more answers score lower); counts (changed,
 # truncated, empty answers): a restart's rate moves by a log-sd
-# novel: a restart's net cost per new answer (judge/novel.py) moves by an sd, and the test's
-# t reference has these degrees of freedom (calibrated: bench/novel_reference.py)
+# novel: a restart's net cost per new answer (judge/novel.py) moves by an sd, a normal shift
+# on the exact exchange (no degrees of freedom to learn; calibrated: bench/novel_reference.py)
 PRIORS = {
     "accuracy": Prior(0.5, 4.0),
     "count": Prior(0.25, 3.0),
-    "novel": Prior(0.03, 15.0),
+    "novel": Prior(0.03, math.inf),
 }
 
 

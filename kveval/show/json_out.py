@@ -4,6 +4,7 @@ escapes them, and a page that renders them escapes them itself."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -113,7 +114,8 @@ def count_json(t: CountTest | None, check: Check | None) -> dict[str, Any] | Non
             "exact_p": t.exact_p, "spread_p": t.spread_p, "p_value": t.p_value,
             "spread_measured": t.spread_measured,
             "spread": None if spread is None else {
-                "scale": t.scale, "variance": spread.variance, "df": spread.df,
+                "scale": t.scale, "variance": spread.variance,
+                "df": spread.df if math.isfinite(spread.df) else None,
                 "counting_floor": spread.floor, "runs": spread.runs},
             "adjusted_p": None if check is None else check.adjusted_p,
             "level": None if check is None else check.level,
@@ -128,7 +130,8 @@ def novel_json(t: CountTest) -> dict[str, Any] | None:
     if n is None:
         return None
     return {"answers": n.answers, "losses": n.losses, "gains": n.gains,
-            "net_cost": n.cost, "pool_answers": n.pool_answers,
+            "net_cost": n.cost, "pool_answers": n.pool_answers, "pool_losses": n.pool_losses,
+            "pool_gains": n.pool_gains, "shift_sd": n.shift_sd,
             "pool_cost_per_answer": n.rate, "excess": n.excess}
 
 
