@@ -11,16 +11,20 @@ points; the share of rollouts failing GSM8K should be at least 80% (the plan is 
 where the restarts in fact agree: the prior stands in for a spread it cannot see).
 
 Each run flips each item's usual answer with probability flips / 2 (its own answer, right
-where the usual one is wrong and the other way round); the candidate also turns each right
-answer wrong with probability loss / accuracy.
+where the usual one is wrong and the other way round) and cuts 2.4% of the answers short (as
+GSM8K at 256 tokens does, so the family holds the truncated and empty checks the plan counts
+on); the candidate also turns each right answer wrong with probability loss / accuracy. In
+the `noisy` world restarts differ: each run's flip probability is multiplied by e^(Z - 1/2),
+Z normal (a log-sd of 1 between restarts), and a flipped answer that was right is wrong (an
+accurate model's departures cost it).
 
-    .venv/bin/python bench/plan_agreement.py [--reps 200] [--seed 0] [--jobs 9]
+    .venv/bin/python bench/plan_agreement.py [--reps 200] [--seed 0] [--jobs 9] [--noisy]
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -33,29 +37,37 @@ LOSSES = (3.0, 5.0, 8.0)
 FLIPS = (0.01, 0.025, 0.06, 0.25)
 ACCURACY = 0.6
 PILOT = 500
+CUT = 0.024  # answers cut short in every run
 LARGEST = 30_000  # a plan for more items is printed, not simulated (minutes a replicate)
 
 
-def runs(n: int, k: int, flips: float, loss: float, rng: np.random.Generator) -> list[Side]:
+def runs(n: int, k: int, flips: float, loss: float, rng: np.random.Generator,
+         noisy: bool = False) -> list[Side]:
     """The baseline, k noise runs and the candidate, last."""
     usual = rng.random(n) < ACCURACY
     found = []
     for r in range(k + 2):
-        flipped = rng.random(n) < flips / 2
-        right = np.where(flipped, ~usual, usual)
+        rate = flips / 2 * (float(np.exp(rng.standard_normal() - 0.5)) if noisy else 1.0)
+        flipped = rng.random(n) < min(rate, 0.5)
+        right = np.where(flipped, False if noisy else ~usual, usual)
         lost = right & (rng.random(n) < loss / ACCURACY) if r == k + 1 else np.zeros(n, bool)
-        items = tuple(ItemRecord(task="gsm8k", item_id=f"gsm8k/{i}", prompt_sha256=str(i),
-                                 request={}, status="ok",
-                                 output=f"{i}" + (f" run {r}" if flipped[i] or lost[i] else ""),
-                                 finish_reason="stop", correct=bool(right[i] and not lost[i]))
-                      for i in range(n))
-        found.append(Side(f"r{r}", f"r{r}.jsonl", items))
+        cut = rng.random(n) < CUT
+        found.append(Side(f"r{r}", f"r{r}.jsonl", tuple(
+            _item(i, r, bool(flipped[i] or lost[i]), bool(right[i] and not lost[i]),
+                  bool(cut[i])) for i in range(n))))
     return found
 
 
-def planned(flips: float, loss: float, rng: np.random.Generator) -> tuple[int, int] | None:
+def _item(i: int, run: int, moved: bool, right: bool, cut: bool) -> ItemRecord:
+    return ItemRecord(task="gsm8k", item_id=f"gsm8k/{i}", prompt_sha256=str(i), request={},
+                      status="ok", output=f"{i}" + (f" run {run}" if moved else ""),
+                      finish_reason="length" if cut else "stop", correct=right and not cut)
+
+
+def planned(flips: float, loss: float, rng: np.random.Generator,
+            noisy: bool = False) -> tuple[int, int] | None:
     """(items, noise runs) the plan asks for, from one pilot."""
-    base, noise, cand = runs(PILOT, 1, flips, 0.0, rng)
+    base, noise, cand = runs(PILOT, 1, flips, 0.0, rng, noisy)
     found = plan(base, [noise], cand, Targets(detect=loss))
     task = found.tasks[0]
     if task.items_needed is None or task.noise_runs_needed is None:
@@ -64,36 +76,38 @@ def planned(flips: float, loss: float, rng: np.random.Generator) -> tuple[int, i
 
 
 def power(n: int, k: int, flips: float, loss: float, reps: int,
-          rng: np.random.Generator) -> float:
+          rng: np.random.Generator, noisy: bool = False) -> float:
     hits = 0
     for _ in range(reps):
-        *pool, cand = runs(n, k, flips, loss / 100, rng)
+        *pool, cand = runs(n, k, flips, loss / 100, rng, noisy)
         report = gate(pool[0], cand, pool[1:])
         hits += any(d.status == "regression" for d in report.decisions)
     return hits / reps
 
 
-def cell(loss: float, flips: float, reps: int, seed: int) -> tuple[str, ...]:
-    rng = np.random.default_rng([seed, int(loss * 10), int(flips * 1000)])
-    asked = planned(flips, loss, rng)
+def cell(loss: float, flips: float, reps: int, seed: int, noisy: bool) -> tuple[str, ...]:
+    rng = np.random.default_rng([seed, int(loss * 10), int(flips * 1000), int(noisy)])
+    asked = planned(flips, loss, rng, noisy)
+    head = (f"{loss:g}", f"{100 * flips:g}%")
     if asked is None:
-        return (f"{loss:g}", f"{100 * flips:g}%", "none", "-", "-")
+        return (*head, "none", "-", "-")
     n, k = asked
     if n > LARGEST:
-        return (f"{loss:g}", f"{100 * flips:g}%", f"{n:,}", str(k), "not simulated")
-    return (f"{loss:g}", f"{100 * flips:g}%", f"{n:,}", str(k),
-            f"{100 * power(n, k, flips, loss, reps, rng):.1f}%")
+        return (*head, f"{n:,}", str(k), "not simulated")
+    return (*head, f"{n:,}", str(k), f"{100 * power(n, k, flips, loss, reps, rng, noisy):.1f}%")
 
 
-def rows(reps: int, seed: int, jobs: int = 1) -> list[tuple[str, ...]]:
+def rows(reps: int, seed: int, jobs: int = 1, noisy: bool = False) -> Iterator[tuple[str, ...]]:
+    """The cells in order, each as soon as it and those before it are measured."""
     cells = [(loss, flips) for loss in LOSSES for flips in FLIPS]
     if jobs <= 1:
-        return [cell(loss, flips, reps, seed) for loss, flips in cells]
+        yield from (cell(loss, flips, reps, seed, noisy) for loss, flips in cells)
+        return
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(jobs) as pool:
-        return list(pool.map(cell, *zip(*cells, strict=True), [reps] * len(cells),
-                             [seed] * len(cells)))
+        yield from pool.map(cell, *zip(*cells, strict=True), [reps] * len(cells),
+                            [seed] * len(cells), [noisy] * len(cells))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -101,15 +115,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1, help="cells in this many processes")
+    parser.add_argument("--noisy", action="store_true", help="restarts differ (log-sd 1)")
     args = parser.parse_args(argv)
     header = ("loss (points)", "flip rate", "plan: items", "plan: noise runs",
               "gate simulated: power")
-    print(f"GSM8K alone, a pilot of {PILOT} items, 80% power asked, {args.reps} replicates "
-          "per cell")
+    world = "noisy (restarts differ with log-sd 1)" if args.noisy else "quiet"
+    print(f"GSM8K alone, {world}, a pilot of {PILOT} items, 80% power asked, {args.reps} "
+          "replicates per cell")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for row in rows(args.reps, args.seed, args.jobs):
-        print("| " + " | ".join(row) + " |")
+    for row in rows(args.reps, args.seed, args.jobs, args.noisy):
+        print("| " + " | ".join(row) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,19 +18,22 @@ new answers whose cost per answer lies d u (1 - h) / (a + d u) above the pool's,
 gate's reference in its normal view (judge/novel.py `reference`: the exchange's counting
 variance v / N + v / N_pool, N_pool = (k + 1) a n, and the declared spread of the rate
 between restarts). The test reaches the level with probability `power` once that gap is the
-t quantile plus the normal quantile at `power` times the scale (judge/detect.py spread_loss).
+level's normal quantile times that scale plus the normal quantile at `power` times the scale
+the gap has under the loss: the lost answers each cost exactly 1, so only the candidate's
+restart-like answers vary (v a n / N^2 for the candidate's mean, the pool's and the shift as
+under the null).
 Where the pool would hold no new answer (its runs agree item for item) the gate judges by the
 pool test, and the plan models that test instead (judge/plan.py).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from kveval.judge.detect import spread_loss
 from kveval.judge.novel import (
     LEAST_RUNS,
     LEAST_VARIANCE,
@@ -88,10 +91,26 @@ class NovelPilot:
         answers = self.share_at(noise_runs) + lost
         return lost * (1 - self.rate) / answers if answers > 0 else 0.0
 
+    def alternative_scale(self, n: int, noise_runs: int, loss: float) -> float:
+        """The sd of the candidate's cost per new answer less the pool's where it loses
+        `loss`: its lost answers each cost exactly 1, so only its restart-like answers vary."""
+        share = self.share_at(noise_runs)
+        answers = max((share + self.seen_loss(noise_runs, loss)) * n, 1.0)
+        pool = max((noise_runs + 1) * share * n, 1.0)
+        between = self.spread(n, noise_runs, loss).extra - self.variance * (1 / answers + 1 / pool)
+        return math.sqrt(self.variance * share * n / answers ** 2 + self.variance / pool
+                         + between)
+
     def catches(self, n: int, noise_runs: int, loss: float, level: float,
                 power: float) -> bool:
-        found = spread_loss(self.spread(n, noise_runs, loss), level, power)
-        return self.gap(noise_runs, loss) >= found
+        """Whether the gap reaches the level's quantile of the null's scale with this power,
+        the alternative's own scale around it."""
+        from scipy.stats import norm
+
+        null = math.sqrt(self.spread(n, noise_runs, loss).extra)
+        bar = float(norm.isf(level)) * null + float(norm.ppf(power)) * \
+            self.alternative_scale(n, noise_runs, loss)
+        return self.gap(noise_runs, loss) >= bar
 
     def loss(self, n: int, noise_runs: int, level: float, power: float,
              ceiling: float = 1.0) -> float | None:
