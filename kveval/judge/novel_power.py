@@ -136,5 +136,16 @@ def of_pilot(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
     every = np.concatenate(each_against_the_rest(list(range(runs)), codes, wrong, collapsed))
     if not every.size:
         return None
-    variance = max(float(every.var()), LEAST_VARIANCE)
-    return NovelPilot(every.size / runs / codes.shape[1], float(every.mean()), variance, runs)
+    rate, variance = cost_moments(every)
+    return NovelPilot(every.size / runs / codes.shape[1], rate, variance, runs)
+
+
+def cost_moments(costs: np.ndarray) -> tuple[float, float]:
+    """A new answer's net cost and its variance as a plan reads them from a pilot's few: the
+    posterior mean under Jeffreys' prior on the shares of losses, gains and the rest (half an
+    answer each), so three new losses read as a rate of 0.67, not 1, and a variance that is
+    not 0."""
+    losses, gains, n = int((costs > 0).sum()), int((costs < 0).sum()), costs.size
+    rate = (losses - gains) / (n + 1.5)
+    square = (losses + gains + 1.0) / (n + 1.5)
+    return rate, max(square - rate ** 2, LEAST_VARIANCE)
