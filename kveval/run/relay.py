@@ -1,7 +1,8 @@
 """The relay of a started server's output into its log (run/serve.py starts it): through
 the one door out (every registered secret masked), a whole line at a time, the last line held
 back until the next one comes (or HOLD_S of silence, or the end), so that a key the server
-logs split across two lines is masked whole.
+logs split across two lines is masked whole; per-request lines repeated beyond a few of each
+shape are counted, not written (run/thinning.py).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import os
 import select
 from typing import BinaryIO
+
+from kveval.run.thinning import Thinning
 
 TAIL_BYTES = 64 << 10  # a line longer than this is written as it comes
 HOLD_S = 0.5  # the last line waits this long for the next before it is written alone
@@ -22,12 +25,17 @@ class Relay:
         self.out = out
         self.partial = b""  # the start of a line not ended yet
         self.last: str | None = None  # the last whole line, not written yet
+        self.thinning = Thinning(self._out)
 
-    def _write(self, text: str) -> None:
+    def _out(self, text: str) -> None:
         from kveval.sink import file_text
 
         self.out.write(file_text(text).encode("utf-8"))
         self.out.flush()
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.thinning.line(text)
 
     def line(self, text: str) -> None:
         from kveval.sink import file_text
@@ -59,6 +67,7 @@ class Relay:
 
     def end(self) -> None:
         self._write((self.last or "") + self.partial.decode("utf-8", "replace"))
+        self.thinning.flush()
         self.last, self.partial = None, b""
 
 
