@@ -148,5 +148,5 @@ def test_a_pilot_without_flips_does_not_blame_a_restarts_spread():
     still = TaskPlan("gsm8k", "accuracy", 30, 1319, None, None, 25.0, 7.7, flip_rate=0.0)
     moving = TaskPlan("gsm8k", "accuracy", 30, 1319, None, None, 25.0, 7.7, flip_rate=0.2)
     assert "the pilot shows no flip" in sentence(still, plan)
-    assert "moves accuracy by about that much" not in sentence(still, plan)
-    assert "moves accuracy by about that much" in sentence(moving, plan)
+    assert "cost about as much as that loss" not in sentence(still, plan)
+    assert "cost about as much as that loss" in sentence(moving, plan)

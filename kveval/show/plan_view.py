@@ -40,7 +40,8 @@ def sentence(p: TaskPlan, plan: Plan) -> str:
         if p.items_needed is None:
             why = ("the pilot shows no flip, so the declared prior of a restart's spread "
                    "stands in; a candidate pilot run or a second noise run measures it"
-                   if not p.flip_rate else "a restart moves accuracy by about that much")
+                   if not p.flip_rate else "at every size a restart's own changed answers cost "
+                   "about as much as that loss")
             head = f"{want} cannot be caught at {rate} with up to 8 noise runs ({why})"
         else:
             head = (f"{want} needs {p.items_needed:,} items and {p.noise_runs_needed} noise "
