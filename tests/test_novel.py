@@ -127,7 +127,7 @@ def test_new_losses_beside_a_quiet_pool_are_a_loss():
     """The same quiet pool; a candidate whose 30 new answers are 28 losses is caught."""
     found = novel_cost(*_quiet_pool(30, 28))
     assert found is not None and found.p_value < 0.0115  # the check's share on the suite
-    assert found.threshold(28, 0.0115) <= 28 < found.threshold(28, 0.005)
+    assert found.threshold(28, 0.0115) < 28 <= found.threshold(28, 0.005)
 
 
 @settings(max_examples=60, deadline=None)
@@ -246,3 +246,20 @@ def test_a_restarts_new_answers_cost_what_the_pools_do_where_restarts_share_alte
         assert found is not None
         gaps.append(found.gap)
     assert abs(float(np.mean(gaps))) < 0.03
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1), st.integers(0, 40), st.floats(0.001, 0.05))
+def test_the_bound_of_the_new_answers_agrees_with_their_p_value(seed, lost, level):
+    """At any level the candidate lies beyond what the check needs there exactly when the
+    exchange's p is below it: the line printed beside the check never contradicts it."""
+    rng = np.random.default_rng(seed)
+    codes = np.where(rng.random((4, 400)) < 0.05, rng.integers(1, 4, (4, 400)), 0)
+    wrong = rng.random((4, 400)) < 0.3
+    codes[3, 300:300 + lost], wrong[3, 300:300 + lost] = 9, True
+    found = novel_cost(codes, wrong, np.zeros_like(wrong))
+    if found is None or not found.answers:
+        return
+    test = accuracy_test(wrong, 20.0, 0.5, found)
+    if abs(test.p_value - level) > 1e-9:
+        assert (test.bound(level) > 0) == (test.p_value < level), (found, level)

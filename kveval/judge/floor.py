@@ -107,12 +107,13 @@ class CountTest:
 
     def bound(self, level: float) -> float:
         """How far the candidate's count lies beyond what both parts need at this level (in
-        answers); 0 or below: nothing shown there. Agrees with the p-value at that level."""
+        answers; a count part's, beyond the largest count it does not show): 0 or below,
+        nothing shown there. Agrees with the p-value at that level."""
         own = self.own_figure
         if self.novel is not None:
             return own - self.spread_threshold(level)
-        return own - max(float(self.exact_threshold(level)) - (self.candidate - own),
-                         self.spread_threshold(level))
+        below = float(self.exact_threshold(level) - 1)  # the largest count not shown
+        return own - max(below - (self.candidate - own), self.spread_threshold(level))
 
     @property
     def own_figure(self) -> float:

@@ -98,12 +98,13 @@ class NovelCost:
         return shifted_tail(self._law, self.answers, self.cost, self.shift_sd)
 
     def threshold(self, candidate_wrong: int, level: float) -> float:
-        """The wrong count at which the candidate's net cost reaches this level: its own
-        count less how far its cost lies below the smallest net cost that does."""
+        """The largest wrong count at which the candidate's net cost does not reach this
+        level (one answer below the smallest net cost that does): its own count less how far
+        its cost lies beyond that."""
         if not self.answers:
             return math.inf
         bar = smallest_reaching(self._law, self.answers, self.shift_sd, level)
-        return math.inf if bar is None else candidate_wrong + bar - self.cost
+        return math.inf if bar is None else candidate_wrong + bar - 1 - self.cost
 
     def loss_per_point(self) -> float:
         """How much of one more answer lost shows as excess: it is a new answer costing 1."""
