@@ -11,7 +11,10 @@ once (kveval/spelled.py) shows each secret and base64 spelling where no list can
 character raw, %XX in either case, or a JSON \\uXXXX escape, its backslash doubled too as a
 JSON file holds an answer's escape, mixed as a writer pleases), in time linear in the text and
 the secret. A secret split by one line break (raw, or `\\n` as JSON writes it: a server's log
-wrapping the key it was sent) is masked whole.
+wrapping the key it was sent) is masked whole. A secret of any length is masked where it is
+a whole value (a JSON string: an env record, an argv item, a header field; a whole text), and
+inside text from MIN_TEXT characters on: a shorter one is a word there (`ab`, `42`), and
+`too_short` says so in one line.
 
 A secret is what is secret by name, by form or by the user's word, never every value: each
 command registers those it can know of at start-up (`from_environment`, `--endpoint`, `kveval
@@ -32,11 +35,15 @@ from urllib.parse import quote, quote_plus, unquote, urlsplit
 from kveval.spelled import escaped_masked, split_masked
 
 MASK = "***"
-MIN_LENGTH = 4  # shorter strings are ordinary words; masking them would garble text
+MIN_TEXT = 3  # a shorter secret is masked only where it stands whole: inside text, a word
 MIN_BASE64 = 8  # a base64 run shorter than this is too likely to occur by chance
 # An API key shorter than this is a placeholder a server that checks no key is given
 # (EMPTY, none, dummy): masking it would turn every "none" of a table into ***.
 MIN_KEY = 8
+# A switch or a placeholder under a secret's name is no secret (ENABLE_AUTH=false, --api-key
+# EMPTY, use_auth_token=1): masking it would turn every "false" and "none" of a log into ***.
+PLACEHOLDERS = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off", "none",
+                          "null", "empty", "dummy"})
 # Key names whose values are secrets: api_key, api-key, X-Api-Key, accessToken, token,
 # password, passphrase, key, Authorization, ... (tokenizer, max_tokens, detokenize are not)
 SECRET_NAME = re.compile(r"(?i)(api[_-]?key|(private|access|secret)[_-]?key|[a-z]token($|[_.-])|"
@@ -60,6 +67,7 @@ _secrets: list[str] = []  # as given to register_secrets: what a child process r
 _registered: set[str] = set()
 _literals: set[str] = set()  # what masking also finds spelled with escapes
 _raw: set[str] = set()  # the secrets as registered: masked across a line break too
+_whole: set[str] = set()  # every secret and its parts, whatever its length: masked whole
 _sorted: list[tuple[str, ...]] = [()]
 
 
@@ -110,7 +118,7 @@ def family(secret: str) -> list[str]:
         found.update(_json_spellings(s))
         found.update(_url_spellings(s))
         found.update(_base64_spellings(s.encode("utf-8", "surrogatepass")))
-    return sorted((s for s in found if len(s) >= MIN_LENGTH), key=lambda s: (-len(s), s))
+    return sorted((s for s in found if len(s) >= MIN_TEXT), key=lambda s: (-len(s), s))
 
 
 # ---------------------------------------------------------------- where secrets come from
@@ -161,7 +169,8 @@ def looks_like_credential(value: Any) -> bool:
 
 def named_secrets(value: Any) -> list[str]:
     """The strings of a JSON value that are secrets: under a secret-named key at any depth
-    (`headers.Authorization`, `key`, `passphrase`), or shaped like a credential."""
+    (`headers.Authorization`, `key`, `passphrase`) but a placeholder, or shaped like a
+    credential."""
     found: list[str] = []
     stack: list[tuple[Any, bool]] = [(value, False)]
     while stack:
@@ -171,7 +180,8 @@ def named_secrets(value: Any) -> list[str]:
                       for k, v in node.items()]
         elif isinstance(node, list):
             stack += [(v, named) for v in node]
-        elif isinstance(node, str) and (named or looks_like_credential(node)):
+        elif isinstance(node, str) and (named and node.strip().lower() not in PLACEHOLDERS
+                                        or looks_like_credential(node)):
             found.append(node)
     return found
 
@@ -188,15 +198,17 @@ def forms(api_key: str | None = None, url: str | None = None) -> tuple[str, ...]
 
 
 def register_secrets(secrets: Iterable[str]) -> None:
-    """Secrets masked by `mask` from now on, in every spelling."""
+    """Secrets masked by `mask` and `masked` from now on: whole whatever their length, and
+    inside text in every spelling from MIN_TEXT characters on."""
     for secret in secrets:
-        if not secret or len(secret) < MIN_LENGTH or secret in _secrets:
+        if not secret or secret in _secrets:
             continue
         _secrets.append(secret)
         _registered.update(family(secret))
         _sorted[0] = tuple(sorted(_registered, key=lambda s: (-len(s), s)))
         for part in [secret, *_pieces(secret)]:
-            if len(part) < MIN_LENGTH:
+            _whole.add(part)
+            if len(part) < MIN_TEXT:
                 continue
             _raw.add(part)
             _literals.update([part, *_base64_spellings(part.encode("utf-8", "surrogatepass"))])
@@ -208,11 +220,27 @@ def forget() -> None:
     _registered.clear()
     _literals.clear()
     _raw.clear()
+    _whole.clear()
     _sorted[0] = ()
 
 
 def registered() -> tuple[str, ...]:
     return _sorted[0]
+
+
+def active() -> bool:
+    """Whether any secret is registered, however short."""
+    return bool(_secrets)
+
+
+def too_short(named: Iterable[tuple[str, str]], where: str) -> str | None:
+    """One line naming (never showing) each secret of `named`, (its name, it), too short to
+    mask inside `where`'s text."""
+    names = list(dict.fromkeys(n for n, s in named if s and len(s) < MIN_TEXT))
+    if not names:
+        return None
+    return (f"kveval: {', '.join(names)}: too short to mask in {where} (a secret shorter than "
+            f"{MIN_TEXT} characters is masked only where it stands whole); use a longer one")
 
 
 def secrets() -> tuple[str, ...]:
@@ -232,11 +260,13 @@ def _encoded(text: str) -> str:
 
 def mask(text: str, secrets: Iterable[str] | None = None) -> str:
     """`text` with every registered secret (or every one of `secrets`) in every spelling
-    replaced by `***`."""
+    replaced by `***`; a registered secret that is the whole text, whatever its length."""
+    if secrets is None and text in _whole:
+        return MASK
     if secrets is None and _raw and ("\n" in text or "\\n" in text):
         text = split_masked(text, _raw, MASK)
     for secret in registered() if secrets is None else secrets:
-        if secret and len(secret) >= MIN_LENGTH and secret in text:
+        if secret and len(secret) >= MIN_TEXT and secret in text:
             text = text.replace(secret, MASK)
     if (secrets is None and _literals and ("%" in text or "\\u" in text)
             and _ENCODED.search(text)):
@@ -247,7 +277,7 @@ def mask(text: str, secrets: Iterable[str] | None = None) -> str:
 def masked(value: Any) -> Any:
     """A JSON value with every registered secret masked inside its strings, before it is
     serialized: a number, a boolean, null, a key and the structure stay as they are."""
-    if not (_sorted[0] or _literals):
+    if not _secrets:
         return value
     if isinstance(value, str):
         return mask(value)

@@ -12,7 +12,8 @@
   value: secrets masked inside its strings before it is serialized (masking.masked), so a
   number, a boolean, a key or the structure is never changed, then DEL, C1 and the Unicode
   line separators written as \\u escapes (they can stand only inside strings, so the JSON
-  means the same).
+  means the same). `echo_json` prints such a text past the Door's text rules, which would
+  turn a secret's characters inside a number or a key into `***` and break the JSON.
 - Pages, Markdown and job summaries: `file_text`, masked and stripped as a terminal's text.
 
 Imports kveval.masking and kveval.safe only: every part of the package may use it.
@@ -100,8 +101,8 @@ class Door:
         self._tail = ""
         self._narrow = not _unicode(self.encoding)
 
-    def _put(self, text: str) -> None:
-        shown = lines(text)
+    def _put(self, text: str, vetted: bool = False) -> None:
+        shown = text if vetted else lines(text)
         self.inner.write(encodable(shown, self.encoding) if self._narrow else shown)
 
     @property
@@ -135,6 +136,11 @@ class Door:
         with contextlib.suppress(OSError, ValueError):
             self.inner.flush()
 
+    def put_json(self, text: str) -> None:
+        """A text `json_text` wrote (its strings masked, no control character), as it is."""
+        self.drain()
+        self._put(text, vetted=True)
+
     def isatty(self) -> bool:
         return bool(self.inner.isatty())
 
@@ -150,6 +156,15 @@ class Door:
     @property
     def closed(self) -> bool:
         return bool(getattr(self.inner, "closed", False))
+
+
+def echo_json(text: str) -> None:
+    """A JSON text `json_text` wrote, and a newline, on stdout."""
+    out = sys.stdout
+    if isinstance(out, Door):
+        out.put_json(text + "\n")
+    else:
+        out.write(text + "\n")
 
 
 @contextlib.contextmanager

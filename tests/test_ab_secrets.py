@@ -119,3 +119,35 @@ def test_a_key_in_a_candidates_arguments_resumes(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert KEY not in "".join(every_file(tmp_path / "ab").values()) + done.stderr
     assert "candidate: finished on file; not started" in done.stderr
+
+
+def test_a_short_secret_is_masked_whole_or_in_text_and_named_in_one_line(
+        tmp_path: Path) -> None:
+    """DB_PASSWORD=q7z (three characters) is masked in the server's log too; PIN=7 and
+    `--api-key xy`, too short to mask inside text, are fingerprinted in every record, masked
+    in the start line, and named (not shown) in one line."""
+    args = ["--baseline-env", "DB_PASSWORD=q7z", "--baseline-env", "PIN=7",
+            "--secret-env", "PIN", "--json"]
+    done = ab(tmp_path, *args, extra="--api-key xy --echo-env DB_PASSWORD")
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if "too short" in line]
+    assert notes == ["kveval: PIN, --api-key: too short to mask in the servers' logs (a secret "
+                     "shorter than 3 characters is masked only where it stands whole); use a "
+                     "longer one"]
+    json.loads(done.stdout)
+    files = every_file(tmp_path / "ab")
+    runs = parsed(files)
+    assert "q7z" not in "".join(files.values()) + done.stdout + done.stderr
+    assert "fake server: env DB_PASSWORD=***" in files[tmp_path / "ab" / "servers" /
+                                                       "baseline.log"]
+    starts = [line for line in done.stderr.splitlines() if ": start " in line]
+    assert starts and all(line.endswith("--api-key '***'") or "--api-key '***' " in line
+                          for line in starts)
+    state = runs[tmp_path / "ab" / "ab.json"][0]
+    assert isinstance(state, dict) and state["arguments"]["baseline_env"]["PIN"].startswith(
+        "scrypt:")
+    serve_ = state["arguments"]["serve"]
+    assert serve_[serve_.index("--api-key") + 1].startswith("scrypt:")
+    again = ab(tmp_path, *args, extra="--api-key xy --echo-env DB_PASSWORD")
+    assert again.returncode == 0, again.stderr
+    assert "baseline: finished on file; not started" in again.stderr

@@ -217,3 +217,20 @@ def test_a_100_kb_key_costs_linear_time(capsys: Any, monkeypatch: pytest.MonkeyP
     assert code == 0 and "one ***" in seen and "two ***" in seen
     for part in (key[:50_000], key[50_000:], escaped[:1000], key[-1000:], key[:20]):
         assert part not in seen
+
+
+def test_json_out_keeps_a_number_or_a_key_that_holds_a_secret(
+        capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """`--json` on the terminal and gate.json on file are masked inside their strings only:
+    a password `0.05` leaves alpha 0.05 and a key `0.05` as they are."""
+    from kveval.cli.ab_sweep import write_json
+
+    monkeypatch.setenv("KVEVAL_ENDPOINT", "http://u:0.05@h/v1")
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(["said 0.05", "b"]))
+    b.write_text(json.dumps(["said 0.05", "c"]))
+    code, out, _ = kveval(capsys, "compare", str(a), str(b), "--json")
+    assert code == 0 and json.loads(out)["alpha"] == 0.05
+    masking.register_secrets(["0.05"])
+    write_json(tmp_path / "gate.json", {"alpha": 0.05, "0.05": "said 0.05"})
+    assert json.loads((tmp_path / "gate.json").read_text()) == {"alpha": 0.05, "0.05": "said ***"}

@@ -95,10 +95,7 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
     kveval ab --serve "llama-server -m m.gguf --port {port}" \\
       --candidate "--cache-type-k q8_0 --cache-type-v q8_0" --suite tasks/rollout.toml -o ab/q8
     """
-    from dataclasses import replace
-
     from kveval.cli.ab_detect import check_budget, sizing_of
-    from kveval.run.ab.options import from_cli
     from kveval.run.credentials import api_key
 
     options.check_output(as_json, markdown)
@@ -107,7 +104,7 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
                                          "max_ppl_rise")}
     detect_kl = given.pop("detect_kl")
     sizing = sizing_of(given)
-    opts = replace(from_cli(given), sizing=sizing)
+    opts = _options(given, sizing)
     check_budget(opts)
     if opts.dry_run:
         return _dry_run(opts, detect_kl, family["alpha"])
@@ -121,6 +118,19 @@ def ab(policy: str, margin: float | None, max_error_rate: float, as_json: bool,
                           size)
     args = next(iter(gates.values()))
     return _gate(args, max_error_rate, as_json, markdown, run_code, detect_kl, size)
+
+
+def _options(given: dict[str, Any], sizing: Any) -> Any:
+    """The experiment's settings, its secrets registered; a secret too short to mask in a
+    server's log named in one line."""
+    from dataclasses import replace
+
+    from kveval.run.ab.options import from_cli, short_note
+
+    opts = replace(from_cli(given), sizing=sizing)
+    if (note := short_note(opts)) is not None:
+        click.echo(note, err=True)
+    return opts
 
 
 def _send(opts: Any, key: str | None) -> tuple[Any, int, Any]:

@@ -13,12 +13,14 @@ from kveval.cli import options
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    from kveval.atomic import write_text
+    """The gate's JSON as json_text wrote it (its strings masked): never masked again as text,
+    which would turn a secret's characters inside a number or a key into `***`."""
+    from kveval.atomic import write_bytes
     from kveval.errors import RunFileError
     from kveval.show import report
 
     try:
-        write_text(path, report.dumps(data) + "\n")
+        write_bytes(path, (report.dumps(data) + "\n").encode("utf-8"))
     except OSError as exc:
         raise RunFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
 

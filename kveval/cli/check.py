@@ -45,10 +45,12 @@ def check(endpoint: str | None, model: str | None, kv_cache_type: str, ctx: int,
                               timeout=timeout)
     else:
         result = _embedded(model, kv_cache_type, ctx, timeout)
-    from kveval.sink import json_text
+    from kveval.sink import echo_json, json_text
 
-    click.echo(json_text(result.to_json(), indent=1)
-               if as_json else render(result.to_json()))
+    if as_json:
+        echo_json(json_text(result.to_json(), indent=1))
+    else:
+        click.echo(render(result.to_json()))
     if result.problems:
         raise EndpointError("a rollout suite cannot run here: " + "; ".join(result.problems))
     return 0

@@ -195,9 +195,10 @@ def check_output(as_json: bool, markdown: bool) -> None:
 def emit(blocks: Sequence[Block], data: dict[str, Any], as_json: bool, markdown: bool) -> None:
     """A verdict on stdout as the output options ask: JSON, a Markdown block, or text."""
     from kveval.show import report
+    from kveval.sink import echo_json
 
     if as_json:
-        click.echo(report.dumps(data))
+        echo_json(report.dumps(data))
     elif markdown:
         click.echo(report.to_markdown(blocks), nl=False)
     else:

@@ -195,6 +195,7 @@ def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: f
     from kveval.judge.plan import Targets
     from kveval.show import report
     from kveval.show.plan_view import plan_blocks, plan_json
+    from kveval.sink import echo_json
 
     options.check_output(as_json, markdown)
     rise, relative = detect_kl if detect_kl is not None else (None, False)
@@ -205,7 +206,7 @@ def plan(baseline: str, noise: tuple[str, ...], candidate: str | None, detect: f
     data["context"] = context
     blocks += context
     if as_json:
-        click.echo(report.dumps(data))
+        echo_json(report.dumps(data))
     else:
         click.echo((report.to_markdown if markdown else report.to_text)(blocks), nl=False)
     return 0

@@ -108,11 +108,12 @@ def _cannot_judge(inputs: Any, exc: Exception, html: str | None, as_json: bool,
                   markdown: bool) -> None:
     """What gate writes when it cannot judge: the page, the Markdown summary, the JSON."""
     from kveval.show import report
+    from kveval.sink import echo_json
 
     gating.publish(inputs, html, gating.cannot_judge_markdown(str(exc)) if markdown else None,
                    None, exc)
     if as_json:
-        click.echo(report.dumps(report.cannot_judge_json(str(exc))))
+        echo_json(report.dumps(report.cannot_judge_json(str(exc))))
 
 
 @click.command()

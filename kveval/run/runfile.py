@@ -27,7 +27,7 @@ from kveval.formats import lock
 from kveval.formats.reader import parse_header, read_run
 from kveval.formats.records import ItemRecord, Run, RunHeader
 from kveval.formats.writer import RunWriter, create_run, line, refuse_existing, reopen_run
-from kveval.masking import registered
+from kveval.masking import active
 from kveval.run.resume import check_resumable, check_scope
 
 Key = tuple[str, str]
@@ -98,7 +98,7 @@ def answered_keys(old: Run | None, header: RunHeader, items: Sequence[Item]) -> 
 def as_written(header: RunHeader) -> RunHeader:
     """The header as a run file holds it: the run's secrets masked (a server that lists the
     key as its model id leaves `***` on file)."""
-    return parse_header(line(header), Path("<header>")) if registered() else header
+    return parse_header(line(header), Path("<header>")) if active() else header
 
 
 def refuse_inputs(output: str | Path, inputs: Iterable[str | Path | None]) -> None:

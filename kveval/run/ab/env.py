@@ -29,13 +29,9 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from kveval.masking import CREDENTIAL, SECRET_NAME, url_secrets
+from kveval.masking import CREDENTIAL, MASK, PLACEHOLDERS, SECRET_NAME, url_secrets
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# A switch or a placeholder under a secret's name is no secret (ENABLE_AUTH=false, --api-key
-# EMPTY): masking it would turn every "false" and "none" of a log into ***.
-SETTINGS = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off", "none",
-                      "null", "empty", "dummy"})
 # A name that ends in a secret's word however it is joined (PGPASSWORD, MYSQL_PWD, APITOKEN)
 SECRET_END = re.compile(r"(?i)(keys?|token|secrets?|passwords?|passwd|passphrase|pass|pwd|"
                         r"auth|credentials?|cookies?)$")
@@ -43,6 +39,7 @@ URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
 ENV_ARGUMENT = frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"})
 SPLIT = ("-S", "--split-string")
 Hide = Callable[[str], str]
+Found = list[tuple[str, str]]  # each secret with what holds it: a variable, a flag, a URL
 
 
 @dataclass(frozen=True)
@@ -68,7 +65,7 @@ def credentials(text: str) -> list[str]:
 def _named_secret(name: str, value: str, names: Names) -> bool:
     if name in names.secret:
         return True
-    if name in names.record or value.strip().lower() in SETTINGS:
+    if name in names.record or value.strip().lower() in PLACEHOLDERS:
         return False
     return SECRET_NAME.search(name) is not None or SECRET_END.search(name) is not None
 
@@ -128,38 +125,39 @@ def _split_string(argv: Sequence[str], at: int) -> tuple[str, str] | None:
     return None
 
 
-def _in_string(head: str, string: str, names: Names, hide: Hide) -> tuple[str, list[str]]:
+def _in_string(head: str, string: str, names: Names, hide: Hide) -> tuple[str, Found]:
     """`env -S`'s string as records hold it, and its secrets."""
     try:
         inner = shlex.split(string)
     except ValueError:  # env would refuse it too: a credential's form is all we can know
-        found = credentials(string)
+        found = [("env -S", s) for s in credentials(string)]
         return head + (hide(string) if found else string), found
     words, found = walk(["env", *inner], names, hide)
     return head + (shlex.join(words[1:]) if found else string), found
 
 
-def _flagged(word: str, before: str | None, names: Names) -> tuple[str, str, list[str]]:
+def _flagged(word: str, before: str | None, names: Names) -> tuple[str, str, Found]:
     """A flag's value: (what stands before it in its word, the value, its secrets)."""
     flag, sep, value = word.partition("=")
     if word.startswith("-") and sep:
-        return flag + sep, value, pair_secrets(flag.lstrip("-"), value, names)
+        return flag + sep, value, [(flag, s) for s in pair_secrets(flag.lstrip("-"), value,
+                                                                   names)]
     if before is not None and before.startswith("-") and "=" not in before \
             and not word.startswith("-"):
-        return "", word, pair_secrets(before.lstrip("-"), word, names)
-    return "", word, credentials(word)
+        return "", word, [(before, s) for s in pair_secrets(before.lstrip("-"), word, names)]
+    return "", word, [("a URL", s) for s in credentials(word)]
 
 
-def walk(argv: Sequence[str], names: Names, hide: Hide) -> tuple[list[str], list[str]]:
+def walk(argv: Sequence[str], names: Names, hide: Hide) -> tuple[list[str], Found]:
     """The command line as records hold it (each secret value through `hide`) and the
-    secrets it carries."""
+    secrets it carries, each with what holds it."""
     words, found = list(argv), []
     pairs = {at: (name, value) for at, name, value in prefix_pairs(argv)}
     for at, word in enumerate(argv):
         split = _split_string(argv, at)
         if at in pairs:
             name, value = pairs[at]
-            secret = pair_secrets(name, value, names)
+            secret = [(name, s) for s in pair_secrets(name, value, names)]
             head = f"{name}="
         elif split is not None:
             words[at], secret = _in_string(*split, names, hide)
@@ -178,8 +176,20 @@ def recorded_argv(argv: Sequence[str], salt: str, names: Names = NO_NAMES) -> li
     return walk(argv, names, lambda value: fingerprint(value, salt))[0]
 
 
+def named_values(env: Iterable[tuple[str, str]], argv: Sequence[str],
+                 names: Names = NO_NAMES) -> Found:
+    """Every secret a command line and the environment it is given carry, each with the
+    variable or the flag that holds it."""
+    found = [(name, s) for name, value in env for s in pair_secrets(name, value, names)]
+    return [(name, s) for name, s in [*found, *walk(argv, names, str)[1]] if s]
+
+
 def secret_values(env: Iterable[tuple[str, str]], argv: Sequence[str],
                   names: Names = NO_NAMES) -> list[str]:
     """Every secret a command line and the environment it is given carry."""
-    found = [s for name, value in env for s in pair_secrets(name, value, names)]
-    return [s for s in [*found, *walk(argv, names, str)[1]] if s]
+    return [s for _, s in named_values(env, argv, names)]
+
+
+def masked_argv(argv: Sequence[str], names: Names = NO_NAMES) -> list[str]:
+    """The command line as a terminal shows it: every secret value, however short, masked."""
+    return walk(argv, names, lambda value: MASK)[0]

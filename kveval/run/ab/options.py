@@ -4,7 +4,8 @@ Commands are split as a shell splits them (shlex) and run without a shell: what 
 is exactly what ran. The secrets they carry are registered at once (kveval/masking.py), so
 no header, figure, log or message holds them: what is secret by its name, by its form or by
 `--secret-env NAME` (run/ab/env.py says which, the one place that does); every other value
-is a setting, recorded in clear.
+is a setting, recorded in clear. A secret too short to mask inside a server's log is named
+in one line (`short_note`).
 
 Candidates: `--candidate ARGS` (named `candidate`), `--candidate NAME=ARGS` (repeatable), and
 `--sweep FILE.toml`, one table per candidate (`[q8]` with `args` and `env`); each
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kveval.errors import UsageError
-from kveval.run.ab.env import Names, secret_values
+from kveval.run.ab.env import Found, Names, named_values
 from kveval.run.ab.side import NAME, Side, check_name, parse_env, split
 
 TEACHER_FORCE = ("auto", "on", "off")
@@ -70,6 +71,18 @@ class AbOptions:
     @property
     def names(self) -> Names:
         return Names(self.record_env, self.secret_env)
+
+    def secrets(self) -> Found:
+        """The secrets the servers are given, each with the variable or flag holding it."""
+        return [found for side in self.sides
+                for found in named_values(side.env, self.command(side), self.names)]
+
+
+def short_note(opts: AbOptions) -> str | None:
+    """One line naming each secret too short to mask in the servers' logs, if any."""
+    from kveval.masking import too_short
+
+    return too_short(opts.secrets(), "the servers' logs")
 
 
 def named(value: str) -> tuple[str, str]:
@@ -139,10 +152,10 @@ def from_cli(o: dict[str, Any]) -> AbOptions:
     found = candidates(o)
     check_distinct(baseline, found)
     names = Names(tuple(o.get("record_env") or ()), tuple(o.get("secret_env") or ()))
-    for side in (baseline, *found):
-        register_secrets(secret_values(side.env, (*serve, *side.args), names))
-    return AbOptions(serve, baseline, tuple(found), o["noise_runs"], o["suite"], o["data"],
+    opts = AbOptions(serve, baseline, tuple(found), o["noise_runs"], o["suite"], o["data"],
                      o["teacher_force"], o["speed"], Path(o["output"]), o["ready_timeout"],
                      o["concurrency"], o["model"], o["dry_run"], o["stop_grace"], names.record,
                      names.secret, parallel=o.get("parallel") or 1,
                      timeout=o.get("timeout"))
+    register_secrets(secret for _, secret in opts.secrets())
+    return opts

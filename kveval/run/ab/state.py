@@ -26,6 +26,7 @@ from kveval.run.ab.env import recorded_argv, shown
 from kveval.run.ab.options import CANDIDATE, AbOptions
 from kveval.run.ab.side import Side
 
+MAX_NOISE_RUNS, MAX_CONCURRENCY = 20, 4096  # the most --noise-runs and --concurrency take
 FLAGS = {"serve": "--serve", "baseline": "--baseline", "baseline_env": "--baseline-env",
          "suite": "--suite", "suite_sha256": "the suite's content", "data": "--data",
          "teacher_force": "--teacher-force", "speed": "--speed",
@@ -128,7 +129,7 @@ def arguments(opts: AbOptions) -> dict[str, Any]:
 
 
 def _shown(value: Any) -> str:
-    if isinstance(value, list):
+    if isinstance(value, list) and all(isinstance(word, str) for word in value):
         return repr(shlex.join(value))
     if isinstance(value, dict):
         return repr(" ".join(f"{k}={v}" for k, v in value.items()))
@@ -154,10 +155,16 @@ def _setup_words(setup: Any) -> str:
     return words + (f" with env {_shown(env)}" if isinstance(env, dict) and env else "")
 
 
+def whole(value: Any, low: int, high: int) -> int | None:
+    """A whole number on file from `low` to `high` (never a boolean), else None."""
+    return value if type(value) is int and low <= value <= high else None
+
+
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     found = []
     for key, flag in FLAGS.items():
-        if key == "noise_runs" and int(new.get(key, 0)) >= int(old.get(key, 0)):
+        runs = whole(old.get(key, 0), 0, MAX_NOISE_RUNS)
+        if key == "noise_runs" and runs is not None and new[key] >= runs:
             continue  # more restarts of the baseline's setup: one more noise run
         if old.get(key) != new.get(key):
             found.append(f"{flag} {_shown(new.get(key))} (on file: {_shown(old.get(key))})")
@@ -218,8 +225,8 @@ def resumed(path: Path, opts: AbOptions) -> tuple[State, AbOptions]:
         return State(arguments(opts), salt=opts.salt), opts
     opts = replace(opts, salt=old.salt)
     if opts.concurrency is None:  # none given: the experiment's own, as a resumed run's
-        on_file = old.arguments.get("concurrency")
-        opts = replace(opts, concurrency=on_file if isinstance(on_file, int) else None)
+        on_file = whole(old.arguments.get("concurrency"), 1, MAX_CONCURRENCY)
+        opts = replace(opts, concurrency=on_file)
     new = arguments(opts)
     changed = differences(old.arguments, new)
     if changed:

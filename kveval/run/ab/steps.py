@@ -29,6 +29,7 @@ from kveval.formats.figures import (
     Start as Started,
 )
 from kveval.run import serve
+from kveval.run.ab.env import masked_argv
 from kveval.run.ab.model_kv import completed
 from kveval.run.ab.options import AbOptions
 from kveval.run.ab.pace import answered, host_load, pace
@@ -223,7 +224,8 @@ def _now() -> str:
 def _serve(ctx: Context, start: Start, record: Recorder) -> Iterator[serve.Server]:
     command = placed(serve.Command(start.label, ctx.opts.command(start.side), start.side.env),
                      ctx.slot)
-    click.echo(f"kveval ab: {start.label}: start {shell_line(command.argv)}", err=True)
+    shown = masked_argv(command.argv, ctx.opts.names)  # a secret too short to mask in text too
+    click.echo(f"kveval ab: {start.label}: start {shell_line(shown)}", err=True)
     with serve.serving(command, ctx.folder.log(start.label), ctx.opts.ready_timeout,
                        ctx.api_key, ctx.opts.grace) as (server, ready_s):
         click.echo(f"kveval ab: {start.label}: answering on port {server.port} after "
