@@ -106,14 +106,13 @@ class CountTest:
                 for q in self.figures]
 
     def bound(self, level: float) -> float:
-        """How far the candidate's count lies beyond what both parts need at this level (in
-        answers; a count part's, beyond the largest count it does not show): 0 or below,
-        nothing shown there. Agrees with the p-value at that level."""
+        """How far the candidate's count lies beyond the largest one neither part shows at this
+        level (answers); 0 or below: nothing shown. Agrees with the p-value at that level."""
         own = self.own_figure
         if self.novel is not None:
             return own - self.spread_threshold(level)
-        below = float(self.exact_threshold(level) - 1)  # the largest count not shown
-        return own - max(below - (self.candidate - own), self.spread_threshold(level))
+        below = float(self.exact_threshold(level) - 1) - (self.candidate - own)
+        return own - max(below, self.spread_threshold(level))
 
     @property
     def own_figure(self) -> float:
