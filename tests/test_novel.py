@@ -73,8 +73,13 @@ def test_new_answers_that_cost_more_than_a_restarts_are_a_regression():
         assert report.examined.pooled("gsm8k").bound(check.level) > 0
 
 
-def test_with_one_noise_run_the_pool_test_judges():
+def test_with_one_noise_run_the_new_answers_judge_and_without_one_the_pool_test():
     report, _ = accuracy(runs([40, 40, 40], 0))
+    assert report.examined.pooled("gsm8k").novel is not None
+    for seed in range(3):
+        report, check = accuracy(runs([40, 40, 40], seed, lost=45))
+        assert report.verdict == "regression" and check.adjusted_p < check.alpha
+    report, _ = accuracy(runs([40, 40], 0))
     assert report.examined.pooled("gsm8k").novel is None
 
 

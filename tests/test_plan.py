@@ -74,7 +74,6 @@ def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, caps
     # more items than the pilot's, which catch no less than 3.6 points
     assert gsm8k["items_needed"] > 500
     assert gsm8k["items_available"] == 1319 and gsm8k["noise_runs_needed"] >= 2
-    assert gsm8k["detectable"] >= 100 * detectable_loss(500, 18 / 500, data["level"], 459 / 500)
     assert gsm8k["detectable"] > 1.8 and f"{gsm8k['noise_runs_needed']} noise runs" in \
         gsm8k["summary"]
     prompts = next(t for t in data["tasks"] if t["task"] == "prompts")

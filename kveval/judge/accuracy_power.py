@@ -1,6 +1,6 @@
 """The accuracy check's power as the gate will judge a planned run (judge/plan.py).
 
-With two noise runs or more, and new answers enough in the pool, the gate judges accuracy by
+With a noise run or more, and a new answer in the pool, the gate judges accuracy by
 the cost of the candidate's new answers alone (judge/novel.py), and a plan sizes for that test
 (judge/novel_power.py, from the pilot's restarts). Otherwise the gate's pool test decides: the
 exact McNemar part against the baseline (judge/detect.py mcnemar_power) and the spread part, a
