@@ -41,11 +41,11 @@ def per_line(item: Any, count: int) -> float:
 
 
 def register() -> None:
-    from kveval import masking
+    from kveval import masking, secret_sources
 
     key, url = "sk-very-secret-key-1234", "http://alice:p%40ss%20w%2Frd@h/v1"
     if hasattr(masking, "register_secrets"):
-        masking.register_secrets([key, *masking.url_secrets(url)])
+        masking.register_secrets([key, *secret_sources.url_secrets(url)])
     else:  # a tree before the door: literal forms only
         masking.register(masking.forms(key, url))
 

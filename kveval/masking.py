@@ -16,11 +16,13 @@ a whole value (a JSON string: an env record, an argv item, a header field; a who
 inside text from MIN_TEXT characters on: a shorter one is a word there (`ab`, `42`), and
 `too_short` says so in one line.
 
-A secret is what is secret by name, by form or by the user's word, never every value: each
-command registers those it can know of at start-up (`from_environment`, `--endpoint`, `kveval
-ab`'s servers: run/ab/env.py) and as it reads (`named_secrets`: lm-eval's `model_args`);
+A secret is what is secret by name, by form or by the user's word, never every value
+(kveval/secret_sources.py): each command registers those it can know of at start-up
+(`from_environment`, `--endpoint`, `kveval ab`'s servers: run/ab/env.py) and as it reads
+(`named_secrets`: lm-eval's `model_args`);
 kveval/sink.py masks text through `mask` and a JSON value through `masked`, inside its
-strings before it is serialized. Imports only kveval/spelled.py: every part may use it.
+strings before it is serialized. What is secret is found by kveval/secret_sources.py.
+Imports only kveval/spelled.py and kveval/secret_sources.py: every part may use it.
 """
 
 from __future__ import annotations
@@ -29,37 +31,22 @@ import base64
 import json
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote, urlsplit
+from urllib.parse import quote, quote_plus
 
+from kveval.secret_sources import url_secrets
 from kveval.spelled import escaped_masked, split_masked
 
 MASK = "***"
 MIN_TEXT = 3  # a shorter secret is masked only where it stands whole: inside text, a word
+# A shorter secret is masked inside text only where it stands as a word (no letter or digit
+# beside it): a PIN of 202 is no secret inside the 2026 of a timestamp, 000 none in item 1000.
+MIN_ANYWHERE = 8
+# kveval's own identifiers and times, which no server can reach and a resume compares: never
+# masked, so a short secret that happens to match one cannot make a run refuse its own files.
+OWN_KEYS = frozenset({"item_id", "prompt_sha256", "at", "created"})
 MIN_BASE64 = 8  # a base64 run shorter than this is too likely to occur by chance
-# An API key shorter than this is a placeholder a server that checks no key is given
-# (EMPTY, none, dummy): masking it would turn every "none" of a table into ***.
-MIN_KEY = 8
-# A switch or a placeholder under a secret's name is no secret (ENABLE_AUTH=false, --api-key
-# EMPTY, use_auth_token=1): masking it would turn every "false" and "none" of a log into ***.
-PLACEHOLDERS = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off", "none",
-                          "null", "empty", "dummy"})
-# Key names whose values are secrets: api_key, api-key, X-Api-Key, accessToken, token,
-# password, passphrase, key, Authorization, ... (tokenizer, max_tokens, detokenize are not)
-SECRET_NAME = re.compile(r"(?i)(api[_-]?key|(private|access|secret)[_-]?key|[a-z]token($|[_.-])|"
-                         r"(^|[_.-])(token|secrets?|passwords?|passwd|passphrase|pass|pwd|"
-                         r"credentials?|authorization|auth|bearer|keys?|cookies?)($|[_.-]))")
-# Values that are credentials whatever their key's name: an Authorization header, an OpenAI,
-# Hugging Face, GitHub, GitLab, Slack or AWS key, a JSON web token.
-CREDENTIAL = re.compile(r"(?i)\b(bearer|basic|token)\s+[\w.~+/=-]{8,}|\b(sk|pk|rk)-[\w-]{8,}|"
-                        r"\bhf_[a-z0-9]{16,}|\bgh[pousr]_[a-z0-9]{20,}|\bgithub_pat_\w{20,}|"
-                        r"\bglpat-[\w-]{16,}|\bxox[abposr]-[\w-]{8,}|\bAKIA[0-9A-Z]{16}\b|"
-                        r"\beyJ[\w-]{8,}\.[\w-]{8,}\.")
-# The variables kveval or the libraries it runs read credentials from.
-KEY_VARIABLES = ("KVEVAL_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                   "ALL_PROXY")
-URL_VARIABLES = ("KVEVAL_ENDPOINT", *PROXY_VARIABLES)
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}")  # where an escaped spelling can stand
 
@@ -119,71 +106,6 @@ def family(secret: str) -> list[str]:
         found.update(_url_spellings(s))
         found.update(_base64_spellings(s.encode("utf-8", "surrogatepass")))
     return sorted((s for s in found if len(s) >= MIN_TEXT), key=lambda s: (-len(s), s))
-
-
-# ---------------------------------------------------------------- where secrets come from
-
-
-def url_secrets(url: str | None) -> list[str]:
-    """The credentials of a URL: the password as written and decoded, `user:password`, and
-    its base64 (the Basic header's value)."""
-    if not url:
-        return []
-    try:
-        parts = urlsplit(url)
-        user, password = parts.username, parts.password
-    except ValueError:
-        return []
-    if user is None and password is None:
-        return []
-    pair = f"{unquote(user or '')}:{unquote(password or '')}"
-    found = [pair, base64.b64encode(pair.encode("utf-8")).decode("ascii")]
-    if password:
-        found += [password, unquote(password)]
-    return found
-
-
-def with_scheme(url: str) -> str:
-    """A proxy URL as urllib reads it: `user:password@host:port` (no scheme) as http://."""
-    return url if "://" in url else f"http://{url}"
-
-
-def key_secrets(key: str | None) -> list[str]:
-    """An API key as a secret to register: none for a placeholder shorter than MIN_KEY."""
-    return [key] if key and len(key) >= MIN_KEY else []
-
-
-def from_environment(environ: Mapping[str, str]) -> list[str]:
-    """The secrets the environment holds: the API keys kveval and its libraries read, and
-    the credentials of the endpoint's and the proxies' URLs."""
-    found = [s for name in KEY_VARIABLES for s in key_secrets(environ.get(name))]
-    for name in URL_VARIABLES:
-        value = environ.get(name)
-        found += url_secrets(with_scheme(value) if value and name in PROXY_VARIABLES else value)
-    return found
-
-
-def looks_like_credential(value: Any) -> bool:
-    return isinstance(value, str) and CREDENTIAL.search(value) is not None
-
-
-def named_secrets(value: Any) -> list[str]:
-    """The strings of a JSON value that are secrets: under a secret-named key at any depth
-    (`headers.Authorization`, `key`, `passphrase`) but a placeholder, or shaped like a
-    credential."""
-    found: list[str] = []
-    stack: list[tuple[Any, bool]] = [(value, False)]
-    while stack:
-        node, named = stack.pop()
-        if isinstance(node, Mapping):
-            stack += [(v, named or (isinstance(k, str) and bool(SECRET_NAME.search(k))))
-                      for k, v in node.items()]
-        elif isinstance(node, list):
-            stack += [(v, named) for v in node]
-        elif isinstance(node, str) and (named and node.strip().lower() not in PLACEHOLDERS
-                                        or looks_like_credential(node)):
-            found.append(node)
-    return found
 
 
 # ---------------------------------------------------------------- registering and masking
@@ -258,6 +180,11 @@ def _encoded(text: str) -> str:
     return escaped_masked(text, sorted(_literals, key=lambda s: (-len(s), s)), MASK)
 
 
+@lru_cache(maxsize=256)
+def _as_word(secret: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![^\W_])" + re.escape(secret) + r"(?![^\W_])")
+
+
 def mask(text: str, secrets: Iterable[str] | None = None) -> str:
     """`text` with every registered secret (or every one of `secrets`) in every spelling
     replaced by `***`; a registered secret that is the whole text, whatever its length."""
@@ -267,7 +194,8 @@ def mask(text: str, secrets: Iterable[str] | None = None) -> str:
         text = split_masked(text, _raw, MASK)
     for secret in registered() if secrets is None else secrets:
         if secret and len(secret) >= MIN_TEXT and secret in text:
-            text = text.replace(secret, MASK)
+            text = (text.replace(secret, MASK) if len(secret) >= MIN_ANYWHERE
+                    else _as_word(secret).sub(MASK, text))
     if (secrets is None and _literals and ("%" in text or "\\u" in text)
             and _ENCODED.search(text)):
         text = _encoded(text)
@@ -282,18 +210,7 @@ def masked(value: Any) -> Any:
     if isinstance(value, str):
         return mask(value)
     if isinstance(value, Mapping):
-        return {k: masked(v) for k, v in value.items()}
+        return {k: v if k in OWN_KEYS else masked(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [masked(v) for v in value]
     return value
-
-
-def mask_named(value: Any) -> Any:
-    """A JSON value with every secret-named key's value, at any depth, and every value
-    shaped like a credential, masked."""
-    if isinstance(value, Mapping):
-        return {k: (MASK if isinstance(k, str) and SECRET_NAME.search(k) and v
-                    and not isinstance(v, bool) else mask_named(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask_named(v) for v in value]
-    return MASK if looks_like_credential(value) else value

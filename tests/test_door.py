@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kveval import masking
+from kveval import masking, secret_sources
 from kveval.sink import Door, file_text, json_text
 from tests.clirun import kveval
 
@@ -92,7 +92,7 @@ def test_base64_of_any_text_holding_a_secret_gives_it_back_nowhere(secret: str, 
 
 def test_the_url_credentials_in_every_spelling() -> None:
     url = "http://alice:p%40ss%20w%2Frd%3AX9%21@h/v1"
-    masking.register_secrets(masking.url_secrets(url))
+    masking.register_secrets(secret_sources.url_secrets(url))
     pair = "alice:p@ss w/rd:X9!"
     for text in ("p@ss w/rd:X9!", "p%40ss+w%2Frd%3AX9%21", "p%40ss%20w%2frd%3ax9%21".replace(
             "x9", "X9"), pair, base64.b64encode(pair.encode()).decode(), "%70%40ss w/rd:X9!"):
@@ -105,7 +105,7 @@ def test_a_key_with_a_line_break_is_masked_in_each_part() -> None:
 
 
 def test_secrets_come_from_every_variable_that_holds_one() -> None:
-    found = masking.from_environment({
+    found = secret_sources.from_environment({
         "KVEVAL_API_KEY": "sk-one-11111", "OPENAI_API_KEY": "sk-two-22222",
         "HF_TOKEN": "hf_three33333", "http_proxy": "http://bob:proxy-pass-1@p:3128",
         "KVEVAL_ENDPOINT": "http://u:endpoint-pass-2@h/v1", "PWD": "/home/x"})
@@ -119,10 +119,10 @@ def test_lmeval_model_args_secrets_by_any_name_at_any_depth() -> None:
             "key": "abc-key-2", "passphrase": "abc-phrase-3", "apiKey": "abc-camel-4",
             "accessToken": "abc-token-5", "note": "uses sk-shaped-credential-6",
             "tokenizer": "gpt2", "max_tokens": 256, "detokenize": True}
-    found = masking.named_secrets(args)
+    found = secret_sources.named_secrets(args)
     assert set(found) == {"Bearer abc-header-1", "abc-key-2", "abc-phrase-3", "abc-camel-4",
                           "abc-token-5", "uses sk-shaped-credential-6"}
-    shown = masking.mask_named(args)
+    shown = secret_sources.mask_named(args)
     assert shown["headers"] == {"Authorization": "***"} and shown["key"] == "***"
     assert shown["tokenizer"] == "gpt2" and shown["max_tokens"] == 256
     assert shown["detokenize"] is True
@@ -190,7 +190,8 @@ def test_every_command_registers_the_environments_secrets_at_start_up(
 def test_a_placeholder_key_is_not_a_secret(capsys: Any, monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Any) -> None:
     """OPENAI_API_KEY=none (what a server that checks no key is given) masks no word."""
-    assert masking.from_environment({"OPENAI_API_KEY": "none", "KVEVAL_API_KEY": "EMPTY"}) == []
+    found = secret_sources.from_environment({"OPENAI_API_KEY": "none", "KVEVAL_API_KEY": "EMPTY"})
+    assert found == []
     monkeypatch.setenv("OPENAI_API_KEY", "none")
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(["none of them", "b"]))

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kveval import masking
+from kveval import masking, secret_sources
 from kveval.atomic import output_folder
 from kveval.errors import RunFileError
 from kveval.run.relay import Relay
@@ -33,7 +33,7 @@ _ESCAPES = re.compile(r"\\\\?u([0-9a-fA-F]{4})")
 @pytest.fixture(autouse=True)
 def registered() -> Iterator[None]:
     masking.forget()
-    masking.register_secrets([KEY, *masking.url_secrets(f"http://{USER}:{PASSWORD}@h/v1")])
+    masking.register_secrets([KEY, *secret_sources.url_secrets(f"http://{USER}:{PASSWORD}@h/v1")])
     yield
     masking.forget()
 

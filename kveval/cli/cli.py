@@ -25,9 +25,10 @@ from kveval.cli.report import report
 from kveval.cli.run import run, tasks
 from kveval.cli.verdicts import compare, gate, score
 from kveval.errors import EXIT_INPUT, Interrupted, KvevalError
-from kveval.masking import forget, from_environment, register_secrets
+from kveval.masking import forget, register_secrets
 from kveval.run.interrupt import exit_code, how, signals_as_interrupt
 from kveval.safe import one_line
+from kveval.secret_sources import from_environment
 from kveval.sink import installed
 
 

@@ -44,7 +44,8 @@ class Endpoint(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:
-        from kveval.masking import register_secrets, url_secrets
+        from kveval.masking import register_secrets
+        from kveval.secret_sources import url_secrets
 
         register_secrets(url_secrets(str(value)))
         return str(value)

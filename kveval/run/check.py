@@ -247,8 +247,8 @@ async def _probe_all(config: ClientConfig, slow_s: float, model: str, method: Me
 def through_proxy(base_url: str, api_key: str | None) -> dict[str, Any] | None:
     """The proxy the environment sends every request through, and whether it receives the
     credentials (the key, the URL's user:password): it sees them as the server does."""
-    from kveval.masking import url_secrets
     from kveval.run.credentials import proxy
+    from kveval.secret_sources import url_secrets
 
     found = proxy(base_url)
     if found is None:

@@ -13,8 +13,8 @@ import urllib.request
 from urllib.parse import urlsplit
 
 from kveval.errors import UsageError
-from kveval.masking import PROXY_VARIABLES, with_scheme
 from kveval.safe import redact_url
+from kveval.secret_sources import PROXY_VARIABLES, with_scheme
 
 KEY_VARIABLES = ("KVEVAL_API_KEY", "OPENAI_API_KEY")
 PROXY_FORM = ("scheme://[user:password@]host[:port], with # ? / @ and spaces in a user or "

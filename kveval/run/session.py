@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from kveval import __version__, masking
+from kveval import __version__, masking, secret_sources
 from kveval.adapters import ADAPTERS
 from kveval.adapters.base import BuildContext, Item, TaskSpec
 from kveval.errors import EXIT_OK, EXIT_REGRESSION, UsageError
@@ -219,8 +219,8 @@ def replayed(opts: RunOptions, old: Run | None) -> RunOptions:
 def run_session(opts: RunOptions) -> int:
     started = time.perf_counter()
     # registered at start-up (cli.main, the --endpoint option) too; here for every caller
-    masking.register_secrets([*masking.key_secrets(api_key()),
-                              *masking.url_secrets(opts.endpoint)])
+    masking.register_secrets([*secret_sources.key_secrets(api_key()),
+                              *secret_sources.url_secrets(opts.endpoint)])
     if opts.teacher_force:
         return run_forced(opts, started)
     out = RunFile.claim(opts.output, opts.resume, opts.overwrite)

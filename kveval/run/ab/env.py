@@ -4,7 +4,7 @@ that says so, for the command line, the environment and every record of them.
 A value is a secret by its name (`..._KEY`, `..._TOKEN`, `..._SECRET`, `..._PASSWORD`,
 `..._PASS`, `..._AUTH`, `..._CREDENTIALS`, `..._COOKIE` and the like, `PGPASSWORD` too),
 by its form (a URL with `user:password@` anywhere in it, a key with a known prefix, `sk-`,
-`hf_`, `ghp_`, ...: masking.CREDENTIAL), or by the user's word (`--secret-env NAME`). Every
+`hf_`, `ghp_`, ...: secret_sources.CREDENTIAL), or by the user's word (`--secret-env NAME`). Every
 other value is a setting, recorded in clear (`MY_FLAG=false`, `RUN_SEED=1234`,
 `PORT={port}`, `VLLM_ATTENTION_BACKEND=FLASHINFER`). `--record-env NAME` records a
 secret-named value in clear, and so is a switch or a placeholder under a secret's name
@@ -29,7 +29,8 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from kveval.masking import CREDENTIAL, MASK, PLACEHOLDERS, SECRET_NAME, url_secrets
+from kveval.masking import MASK
+from kveval.secret_sources import CREDENTIAL, PLACEHOLDERS, SECRET_NAME, url_secrets
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A name that ends in a secret's word however it is joined (PGPASSWORD, MYSQL_PWD, APITOKEN)
