@@ -43,8 +43,9 @@ MIN_TEXT = 3  # a shorter secret is masked only where it stands whole: inside te
 # A shorter secret is masked inside text only where it stands as a word (no letter or digit
 # beside it): a PIN of 202 is no secret inside the 2026 of a timestamp, 000 none in item 1000.
 MIN_ANYWHERE = 8
-# kveval's own identifiers and times, which no server can reach and a resume compares: never
-# masked, so a short secret that happens to match one cannot make a run refuse its own files.
+# kveval's own identifiers and times, at the top of a record it writes (no server reaches
+# them there) and a resume compares: never masked, so a short secret that happens to match
+# one cannot make a run refuse its own files. Deeper (a server's /props) they are masked.
 OWN_KEYS = frozenset({"item_id", "prompt_sha256", "at", "created"})
 MIN_BASE64 = 8  # a base64 run shorter than this is too likely to occur by chance
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
@@ -180,9 +181,15 @@ def _encoded(text: str) -> str:
     return escaped_masked(text, sorted(_literals, key=lambda s: (-len(s), s)), MASK)
 
 
+# Before a short secret, an escape ends a word as a space does: `\tabc123`, `\x3dabc123`, a
+# terminal colour; fixed widths, as Python's lookbehind needs.
+_AFTER_ESCAPE = "|".join([r"(?<![^\W_])", r"(?<=\\[a-z])", r"(?<=\\x[0-9A-Fa-f]{2})",
+                          *(r"(?<=\x1b\[" + r"[0-9;]" * k + "m)" for k in range(6))])
+
+
 @lru_cache(maxsize=256)
 def _as_word(secret: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![^\W_])" + re.escape(secret) + r"(?![^\W_])")
+    return re.compile(f"(?:{_AFTER_ESCAPE})" + re.escape(secret) + r"(?![^\W_])")
 
 
 def mask(text: str, secrets: Iterable[str] | None = None) -> str:
@@ -202,7 +209,7 @@ def mask(text: str, secrets: Iterable[str] | None = None) -> str:
     return text
 
 
-def masked(value: Any) -> Any:
+def masked(value: Any, top: bool = True) -> Any:
     """A JSON value with every registered secret masked inside its strings, before it is
     serialized: a number, a boolean, null, a key and the structure stay as they are."""
     if not _secrets:
@@ -210,7 +217,7 @@ def masked(value: Any) -> Any:
     if isinstance(value, str):
         return mask(value)
     if isinstance(value, Mapping):
-        return {k: v if k in OWN_KEYS else masked(v) for k, v in value.items()}
+        return {k: v if top and k in OWN_KEYS else masked(v, False) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [masked(v) for v in value]
+        return [masked(v, False) for v in value]
     return value

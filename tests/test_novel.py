@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kveval.judge.checks import first
 from kveval.judge.floor import accuracy_test
 from kveval.judge.novel import novel_cost
+from kveval.judge.pooled import pooled_accuracy
 from kveval.judge.verdict import gate
 from tests.test_gate_calibrated import answers, side
 
@@ -268,3 +269,20 @@ def test_the_bound_of_the_new_answers_agrees_with_their_p_value(seed, lost, leve
     test = accuracy_test(wrong, 20.0, 0.5, found)
     if abs(test.p_value - level) > 1e-9:
         assert (test.bound(level) > 0) == (test.p_value < level), (found, level)
+
+
+def test_the_candidates_errors_are_new_losses_not_left_out():
+    """Errors cannot hide losses: the candidate's 30 error answers on items the setup got
+    right are new answers that lost, beside restarts whose changes cost nothing."""
+    import msgspec
+
+    wrong = set(range(60))
+    runs = [answers("gsm8k", 500, wrong=wrong, changed=set(range(100 + 20 * r, 130 + 20 * r)),
+                    tag=f"r{r}") for r in range(3)]
+    failed = {i for i in range(200, 230)}
+    cand = [msgspec.structs.replace(r, status="error", output=None, correct=None)
+            if int(r.item_id.split("/")[1]) in failed else r for r in runs[2]]
+    sides = [side(f"r{i}", r) for i, r in enumerate(runs[:2])] + [side("c", cand, True)]
+    test = pooled_accuracy("gsm8k", sides[0], sides[1:2], sides[2], "flexible")
+    assert test is not None and test.novel is not None
+    assert test.novel.losses >= 30 and test.p_value < 0.001

@@ -29,10 +29,21 @@ def test_a_forced_pass_logs_a_few_requests_and_counts_the_rest():
     log = relayed(start + "".join(REQUEST.format(t=t, p=t + 12) for t in range(1000)) + failure)
     lines = log.splitlines()
     assert lines[0] == start.strip() and lines[-1] == failure.strip()
-    assert len(lines) == 4 * KEEP + 3
-    assert lines[-2] == (f"[kveval: {4 * (1000 - KEEP):,} more lines like the ones above left "
-                         f"out (a line's first {KEEP} of each shape are kept)]")
+    assert len(lines) == 4 * KEEP + 4
+    assert lines[-3] == (f"[kveval: {4 * (1000 - KEEP):,} more lines like the ones above left "
+                         f"out (a line's first {KEEP} of each shape are kept); the last:]")
+    assert lines[-2] == "srv  log_server_r: request: POST /completion 127.0.0.1 200"
     assert "task 0 |" in log and f"task {KEEP - 1} |" in log and f"task {KEEP} |" not in log
+
+
+def test_a_failed_request_is_never_left_out():
+    """The 500th request failed: its status line is kept though its shape is the 200's, and
+    token counts of 412 or 503 are no status."""
+    text = "".join(REQUEST.format(t=t, p=412 + t % 100) for t in range(600))
+    text = text.replace("task 500 | processing task\n", "task 500 | processing task\n"
+                        "srv  log_server_r: request: POST /completion 127.0.0.1 500\n")
+    log = relayed(text)
+    assert "127.0.0.1 500" in log and len(log.splitlines()) < 4 * KEEP + 10
 
 
 def test_a_short_log_is_written_whole():

@@ -62,7 +62,7 @@ class Restarts:
 @dataclass(frozen=True)
 class AccuracyModel:
     """A task's accuracy check as a pilot shows it: the share of answers flipping between
-    runs, how far a restart moves the wrong count, and (with three runs or more) what a
+    runs, how far a restart moves the wrong count, and (with two runs or more) what a
     restart's new answers cost."""
 
     flip_rate: float

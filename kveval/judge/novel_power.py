@@ -1,6 +1,6 @@
 """What the new answers' cost test (judge/novel.py) catches, planned from a pilot.
 
-A pilot's runs of one setup (three or more: the baseline, the noise runs and a candidate that
+A pilot's runs of one setup (two or more: the baseline, the noise runs and a candidate that
 is another restart) show what a restart's new answers are, each run read against the others
 as the gate reads a pool run: how many a run gives per item (a), their net cost per answer
 (h) and its variance (v).

@@ -61,7 +61,9 @@ def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metri
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Runs x items of answer codes, wrong answers and answers cut short or empty, the pool
     (the baseline first) then the candidate last, on the items the whole pool scored; None
-    where it scored none."""
+    where it scored none. The candidate's errors and missing answers are wrong, not cut
+    short: each is a new answer (a loss where the pool was right), so errors cannot hide
+    losses from the new answers' test either."""
     field = METRICS[metric]
     runs = _aligned(task, field, base, noises, cand)
     if runs is None:
@@ -70,6 +72,7 @@ def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metri
     wrong = np.array([np.fromiter((r is None or r.status != "ok" or not getattr(r, field)
                                    for r in run), dtype=bool, count=items) for run in runs])
     cut = np.array([np.array(collapsed(run), dtype=bool) for run in runs])
+    cut[-1] &= np.array([r is not None and r.status == "ok" for r in runs[-1]], dtype=bool)
     answers = [[r.output if r is not None and r.status == "ok" else None for r in run]
                for run in runs]
     del runs  # the records' lists, before the answers are coded

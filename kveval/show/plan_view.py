@@ -109,7 +109,7 @@ def plan_blocks(plan: Plan, commands: Sequence[str]) -> list[Block]:
     blocks += [f"{p.task} {p.kind}: {sentence(p, plan)}" for p in plan.tasks]
     if plan.noise_runs < 2:
         blocks.append("two noise runs or more measure the spread between restarts; with fewer "
-                      "the gate's declared prior stands in for it (bench/gate_calibration.py)")
+                      "the gate's declared priors stand in for it (bench/gate_calibration.py)")
     if commands:
         blocks += ["grow the runs to these sizes:", *(f"  {c}" for c in commands)]
     if any("--teacher-force" in c for c in commands):
