@@ -41,7 +41,7 @@ from kveval.judge.novel import (
     reference,
 )
 from kveval.judge.power import smallest_reaching
-from kveval.judge.spread import Spread
+from kveval.judge.spread import PRIORS, Spread
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class NovelPilot:
         share = self.share_at(noise_runs)
         answers = max((share + self.seen_loss(noise_runs, loss)) * n, 1.0)
         pool = max((noise_runs + 1) * share * n, 1.0)
-        between = self.spread(n, noise_runs, loss).extra - self.variance * (1 / answers + 1 / pool)
+        between = PRIORS["novel"].spread ** 2 * (1 + 1 / (noise_runs + 1))
         return math.sqrt(self.variance * share * n / answers ** 2 + self.variance / pool
                          + between)
 
