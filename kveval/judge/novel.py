@@ -23,8 +23,9 @@ instead: it asks what the candidate's *new* answers cost beside what a restart's
   N_pool new answers of the candidate and the pool together (losses, gains and the rest: a
   multivariate hypergeometric), and its net cost's tail is summed from that law. Restarts
   differ in their cost rate too, so the candidate's rate is shifted by a normal of sd tau
-  (1 + 1 / m)^(1/2), tau declared (judge/spread.py PRIORS["novel"]), m the pool's runs: the
-  p-value is the exchange's tail averaged over that shift (Gauss-Hermite).
+  (1 + 1 / m)^(1/2), tau declared (judge/spread.py PRIORS["novel"], 0.03; "novel-pair",
+  0.05, with one noise run), m the pool's runs: the p-value is the exchange's tail with that
+  shift added, summed over the exchange's law.
 
 The exchange needs no rate read from a few answers and no normal tail, so it holds however
 few new answers the pool has: with one, a candidate's many new answers can hardly be told
@@ -91,7 +92,7 @@ class NovelCost:
     @property
     def shift_sd(self) -> float:
         """The sd of the candidate's net cost from restarts' differing rates."""
-        return PRIORS["novel"].spread * math.sqrt(1 + 1 / max(self.spread.runs, 1)) \
+        return rate_spread(self.spread.runs) * math.sqrt(1 + 1 / max(self.spread.runs, 1)) \
             * self.answers
 
     @property
@@ -133,13 +134,18 @@ def each_against_the_rest(runs: list[int], codes: np.ndarray, wrong: np.ndarray,
     return [new_costs(r, [o for o in every if o != r], codes, wrong, collapsed) for r in runs]
 
 
+def rate_spread(runs: int) -> float:
+    """tau: the declared sd of a restart's cost rate, with `runs` runs in the pool (two: one
+    noise run, each run's new answers read against one other run only)."""
+    return PRIORS["novel" if runs >= 3 else "novel-pair"].spread
+
+
 def reference(variance: float, answers: int, pool_answers: int, runs: int) -> Spread:
     """The normal view of the test's reference, for plans and the page: the exchange's
     counting variance v (1 / N + 1 / N_pool) of the candidate's cost per new answer less the
     pool's, and the declared shift tau^2 (1 + 1 / m), all of it known (`extra`)."""
-    prior = PRIORS["novel"]
     counting = variance / max(answers, 1) + variance / max(pool_answers, 1)
-    between = prior.spread ** 2 * (1 + 1 / max(runs, 1))
+    between = rate_spread(runs) ** 2 * (1 + 1 / max(runs, 1))
     return Spread(0.0, math.inf, runs, True, variance, extra=counting + between)
 
 

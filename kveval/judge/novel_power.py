@@ -38,10 +38,11 @@ from kveval.judge.novel import (
     LEAST_RUNS,
     LEAST_VARIANCE,
     each_against_the_rest,
+    rate_spread,
     reference,
 )
 from kveval.judge.power import smallest_reaching
-from kveval.judge.spread import PRIORS, Spread
+from kveval.judge.spread import Spread
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class NovelPilot:
         share = self.share_at(noise_runs)
         answers = max((share + self.seen_loss(noise_runs, loss)) * n, 1.0)
         pool = max((noise_runs + 1) * share * n, 1.0)
-        between = PRIORS["novel"].spread ** 2 * (1 + 1 / (noise_runs + 1))
+        between = rate_spread(noise_runs + 1) ** 2 * (1 + 1 / (noise_runs + 1))
         return math.sqrt(self.variance * share * n / answers ** 2 + self.variance / pool
                          + between)
 
