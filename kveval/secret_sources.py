@@ -53,6 +53,8 @@ def url_secrets(url: str | None) -> list[str]:
     found = [pair, base64.b64encode(pair.encode("utf-8")).decode("ascii")]
     if password:
         found += [password, unquote(password)]
+    elif user:  # a token given as the userinfo alone (https://TOKEN@host)
+        found += [user, unquote(user)]
     return found
 
 

@@ -234,3 +234,11 @@ def test_a_short_secret_never_rewrites_kvevals_own_times_and_ids() -> None:
     assert back["output"] == record["output"]
     assert back["note"] == "password *** and pin ***"
     masking.forget()
+
+
+def test_a_token_given_as_a_urls_userinfo_alone_is_a_secret() -> None:
+    masking.forget()
+    masking.register_secrets(secret_sources.url_secrets("https://ghp_tok3n1234@host/v1"))
+    assert masking.mask("clone of https://ghp_tok3n1234@host failed") == \
+        "clone of https://***@host failed"
+    masking.forget()
