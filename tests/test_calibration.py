@@ -14,7 +14,7 @@ from kveval.judge.calibration import A_A, REPLICATES, false_alarm_note
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("noise_runs, spread", [(1, 1.0), (0, 1.0), (2, 0.5)])
+@pytest.mark.parametrize("noise_runs, spread", [(1, 1.0), (0, 1.0), (2, 1.0)])
 def test_the_printed_rates_are_the_simulations(noise_runs, spread):
     sys.path.insert(0, str(ROOT / "bench"))
     from gate_calibration import measure
