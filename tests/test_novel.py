@@ -74,13 +74,8 @@ def test_new_answers_that_cost_more_than_a_restarts_are_a_regression():
         assert report.examined.pooled("gsm8k").bound(check.level) > 0
 
 
-def test_with_one_noise_run_the_new_answers_judge_and_without_one_the_pool_test():
+def test_with_one_noise_run_the_pool_test_judges():
     report, _ = accuracy(runs([40, 40, 40], 0))
-    assert report.examined.pooled("gsm8k").novel is not None
-    for seed in range(3):
-        report, check = accuracy(runs([40, 40, 40], seed, lost=45))
-        assert report.verdict == "regression" and check.adjusted_p < check.alpha
-    report, _ = accuracy(runs([40, 40], 0))
     assert report.examined.pooled("gsm8k").novel is None
 
 
@@ -278,11 +273,11 @@ def test_the_candidates_errors_are_new_losses_not_left_out():
 
     wrong = set(range(60))
     runs = [answers("gsm8k", 500, wrong=wrong, changed=set(range(100 + 20 * r, 130 + 20 * r)),
-                    tag=f"r{r}") for r in range(3)]
+                    tag=f"r{r}") for r in range(4)]
     failed = {i for i in range(200, 230)}
     cand = [msgspec.structs.replace(r, status="error", output=None, correct=None)
-            if int(r.item_id.split("/")[1]) in failed else r for r in runs[2]]
-    sides = [side(f"r{i}", r) for i, r in enumerate(runs[:2])] + [side("c", cand, True)]
-    test = pooled_accuracy("gsm8k", sides[0], sides[1:2], sides[2], "flexible")
+            if int(r.item_id.split("/")[1]) in failed else r for r in runs[3]]
+    sides = [side(f"r{i}", r) for i, r in enumerate(runs[:3])] + [side("c", cand, True)]
+    test = pooled_accuracy("gsm8k", sides[0], sides[1:3], sides[3], "flexible")
     assert test is not None and test.novel is not None
-    assert test.novel.losses >= 30 and test.p_value < 0.005
+    assert test.novel.losses >= 30 and test.p_value < 0.001

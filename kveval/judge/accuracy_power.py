@@ -1,6 +1,6 @@
 """The accuracy check's power as the gate will judge a planned run (judge/plan.py).
 
-With a noise run or more, and a new answer in the pool, the gate judges accuracy by
+With two noise runs or more, and a new answer in the pool, the gate judges accuracy by
 the cost of the candidate's new answers alone (judge/novel.py), and a plan sizes for that test
 (judge/novel_power.py, from the pilot's restarts). Otherwise the gate's pool test decides: the
 exact McNemar part against the baseline (judge/detect.py mcnemar_power) and the spread part, a
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kveval.judge.detect import detectable_loss, mcnemar_power
 from kveval.judge.floor import CountTest
-from kveval.judge.novel import NovelCost, rate_spread
+from kveval.judge.novel import NovelCost
 from kveval.judge.novel_power import NovelPilot
 from kveval.judge.spread import PRIORS
 
@@ -45,7 +45,7 @@ class Restarts:
         answer's excess."""
         share, per = max(novel.answers, 1) / items, novel.loss_per_point()
         ratio = max(novel.answers, 1) / max(novel.pool_answers, 1)
-        runs = rate_spread(novel.spread.runs) ** 2 * (1 + 1 / max(novel.spread.runs, 1))
+        runs = PRIORS["novel"].spread ** 2 * (1 + 1 / max(novel.spread.runs, 1))
         return cls(novel.spread.floor * share * (1 + ratio) / per ** 2,
                    math.sqrt(runs) * share / per)
 
@@ -62,7 +62,7 @@ class Restarts:
 @dataclass(frozen=True)
 class AccuracyModel:
     """A task's accuracy check as a pilot shows it: the share of answers flipping between
-    runs, how far a restart moves the wrong count, and (with two runs or more) what a
+    runs, how far a restart moves the wrong count, and (with three runs or more) what a
     restart's new answers cost."""
 
     flip_rate: float

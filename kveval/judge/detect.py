@@ -11,7 +11,7 @@ at 1.8% can lose at most 1.8 points.
 Accuracy against the pool (judge/floor.py accuracy_test) has a second part, the candidate as
 one more restart with the pool's spread: it reaches level a once the loss exceeds the t
 quantile at a plus the normal quantile at 0.8 times the spread's scale. The detectable loss is
-the larger of the two parts'. With two runs of the setup the new answers' cost decides alone
+the larger of the two parts'. With three runs of the setup the new answers' cost decides alone
 (judge/novel.py): the loss it catches is the shift its spread part catches, in answers (each
 lost answer adds 1 - h to the excess).
 

@@ -67,11 +67,11 @@ class CountTest:
     gap: float = 0.0  # the candidate's figure less the pool's mean, on that scale
     strata: tuple[int, ...] = ()  # items that 1 .. M - 1 of the M runs flag (the exact part)
     sure: int = 0  # items every run flags
-    novel: NovelCost | None = None  # accuracy with two runs of the setup: judge/novel.py
+    novel: NovelCost | None = None  # accuracy with three runs of the setup: judge/novel.py
 
     @property
     def p_value(self) -> float:
-        """The larger of the two parts' p; with two runs of the setup, accuracy's is the
+        """The larger of the two parts' p; with three runs of the setup, accuracy's is the
         new answers' cost alone (it allows for restarts that change more, item by item)."""
         return self.spread_p if self.novel is not None else max(self.exact_p, self.spread_p)
 
@@ -228,7 +228,7 @@ def accuracy_test(wrong: np.ndarray, changed: float, harm: float,
     pool's mean pairwise changes); `harm`: how much a changed answer costs, net (judge/
     harm.py). The candidate's wrong count against the pool's, item by item and as one more
     draw whose spread is the pool's own moderated by a prior: a restart moves the answers it
-    changes by a log-sd of PRIORS["accuracy"].spread, each costing `harm`. With two runs of
+    changes by a log-sd of PRIORS["accuracy"].spread, each costing `harm`. With three runs of
     the setup (`novel`, judge/novel.py) the spread part is the cost of the candidate's new
     answers instead, and it decides alone."""
     pool, candidate = wrong[:-1], wrong[-1]

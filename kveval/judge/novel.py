@@ -23,25 +23,23 @@ instead: it asks what the candidate's *new* answers cost beside what a restart's
   N_pool new answers of the candidate and the pool together (losses, gains and the rest: a
   multivariate hypergeometric), and its net cost's tail is summed from that law. Restarts
   differ in their cost rate too, so the candidate's rate is shifted by a normal of sd tau
-  (1 + 1 / m)^(1/2), tau declared (judge/spread.py PRIORS["novel"], 0.03; "novel-pair",
-  0.05, with one noise run), m the pool's runs: the p-value is the exchange's tail with that
-  shift added, summed over the exchange's law.
+  (1 + 1 / m)^(1/2), tau declared (judge/spread.py PRIORS["novel"], 0.03), m the pool's
+  runs: the p-value is the exchange's tail with that shift added, summed over its law.
 
 The exchange needs no rate read from a few answers and no normal tail, so it holds however
 few new answers the pool has: with one, a candidate's many new answers can hardly be told
 from it, and it says so. `python bench/novel_reference.py` reads the test's A/A in every
 world of the calibration bench (loss-biased, fresh, correlated restarts, stable-right items;
-log-sd 0 to 1; one to three noise runs; restarts that change 2% or 7% of the answers) and
-the declared shifts hold it to its level at 0.05, 0.0115, 0.005 and 0.001 in each within
+log-sd 0 to 1; two and three noise runs; restarts that change 2% or 7% of the answers) and
+the declared shift holds it to its level at 0.05, 0.0115, 0.005 and 0.001 in each within
 Monte Carlo error (docs/calibration.md).
 
-It needs two runs of the setup (the baseline and a noise run: each pool run is then read
-against the other and the candidate, the candidate against both), and one new answer of the
-pool's runs at least: where the pool's runs agree item for item (a deterministic server) the
-pool test (judge/floor.py) judges alone, and there any change is the candidate's own. With
-one noise run (its declared shift 0.05) it catches a 4-point loss on GSM8K 500 31-72% of the
-time in the bench's worlds, where the pool test caught 1-34%, its A/A at the check's level
-0.1-1.15%.
+It needs three runs of the setup (two noise runs; with one, each run's new answers are read
+against one other run only, and a pool that changes little leaves the exchange almost
+nothing to learn a restart's cost from: a 20-point loss beside a pool of two runs with two
+new answers between them was not shown), and one new answer of the pool's runs at least:
+where the pool's runs agree item for item (a deterministic server) the pool test
+(judge/floor.py) judges alone, and there any change is the candidate's own.
 """
 
 from __future__ import annotations
@@ -55,7 +53,7 @@ import numpy as np
 from kveval.judge.exchange import net_pmf, shifted_tail, smallest_reaching
 from kveval.judge.spread import PRIORS, Spread
 
-LEAST_RUNS = 2  # runs of the baseline's setup this test needs
+LEAST_RUNS = 3  # runs of the baseline's setup this test needs
 LEAST_VARIANCE = 0.1  # a new answer's cost variance is never taken below this (the plan's)
 
 
@@ -92,7 +90,7 @@ class NovelCost:
     @property
     def shift_sd(self) -> float:
         """The sd of the candidate's net cost from restarts' differing rates."""
-        return rate_spread(self.spread.runs) * math.sqrt(1 + 1 / max(self.spread.runs, 1)) \
+        return PRIORS["novel"].spread * math.sqrt(1 + 1 / max(self.spread.runs, 1)) \
             * self.answers
 
     @property
@@ -134,18 +132,12 @@ def each_against_the_rest(runs: list[int], codes: np.ndarray, wrong: np.ndarray,
     return [new_costs(r, [o for o in every if o != r], codes, wrong, collapsed) for r in runs]
 
 
-def rate_spread(runs: int) -> float:
-    """tau: the declared sd of a restart's cost rate, with `runs` runs in the pool (two: one
-    noise run, each run's new answers read against one other run only)."""
-    return PRIORS["novel" if runs >= 3 else "novel-pair"].spread
-
-
 def reference(variance: float, answers: int, pool_answers: int, runs: int) -> Spread:
     """The normal view of the test's reference, for plans and the page: the exchange's
     counting variance v (1 / N + 1 / N_pool) of the candidate's cost per new answer less the
     pool's, and the declared shift tau^2 (1 + 1 / m), all of it known (`extra`)."""
     counting = variance / max(answers, 1) + variance / max(pool_answers, 1)
-    between = rate_spread(runs) ** 2 * (1 + 1 / max(runs, 1))
+    between = PRIORS["novel"].spread ** 2 * (1 + 1 / max(runs, 1))
     return Spread(0.0, math.inf, runs, True, variance, extra=counting + between)
 
 

@@ -1,6 +1,6 @@
 """What the new answers' cost test (judge/novel.py) catches, planned from a pilot.
 
-A pilot's runs of one setup (two or more: the baseline, the noise runs and a candidate that
+A pilot's runs of one setup (three or more: the baseline, the noise runs and a candidate that
 is another restart) show what a restart's new answers are, each run read against the others
 as the gate reads a pool run: how many a run gives per item (a), their net cost per answer
 (h) and its variance (v).
@@ -38,11 +38,10 @@ from kveval.judge.novel import (
     LEAST_RUNS,
     LEAST_VARIANCE,
     each_against_the_rest,
-    rate_spread,
     reference,
 )
 from kveval.judge.power import smallest_reaching
-from kveval.judge.spread import Spread
+from kveval.judge.spread import PRIORS, Spread
 
 
 @dataclass(frozen=True)
@@ -98,7 +97,7 @@ class NovelPilot:
         share = self.share_at(noise_runs)
         answers = max((share + self.seen_loss(noise_runs, loss)) * n, 1.0)
         pool = max((noise_runs + 1) * share * n, 1.0)
-        between = rate_spread(noise_runs + 1) ** 2 * (1 + 1 / (noise_runs + 1))
+        between = PRIORS["novel"].spread ** 2 * (1 + 1 / (noise_runs + 1))
         return math.sqrt(self.variance * share * n / answers ** 2 + self.variance / pool
                          + between)
 

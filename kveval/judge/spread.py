@@ -41,14 +41,11 @@ class Prior:
 # departures make a restart that changes more answers score lower); counts (changed,
 # truncated, empty answers): a restart's rate moves by a log-sd
 # novel: a restart's net cost per new answer (judge/novel.py) moves by an sd, a normal shift
-# on the exact exchange (no degrees of freedom to learn; calibrated: bench/novel_reference.py);
-# novel-pair: the same with one noise run, where a run's new answers are read against one
-# other run only and their rate moves more
+# on the exact exchange (no degrees of freedom to learn; calibrated: bench/novel_reference.py)
 PRIORS = {
     "accuracy": Prior(0.5, 4.0),
     "count": Prior(0.25, 3.0),
     "novel": Prior(0.03, math.inf),
-    "novel-pair": Prior(0.05, math.inf),
 }
 
 

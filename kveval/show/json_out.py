@@ -125,7 +125,7 @@ def count_json(t: CountTest | None, check: Check | None) -> dict[str, Any] | Non
 
 
 def novel_json(t: CountTest) -> dict[str, Any] | None:
-    """The accuracy check's test from two runs of the setup or more (judge/novel.py)."""
+    """The accuracy check's test from three runs of the setup or more (judge/novel.py)."""
     n = t.novel
     if n is None:
         return None

@@ -11,7 +11,6 @@ from kveval.judge.collapse import NGRAM, REPETITION_SAMPLE, Collapse
 from kveval.judge.compare import Drift, TaskDrift
 from kveval.judge.floor import CountTest
 from kveval.judge.judgeable import Need
-from kveval.judge.novel import rate_spread
 from kveval.judge.spread import PRIORS
 from kveval.judge.stats import Interval
 from kveval.judge.verdict import Accuracy, PairedComparison
@@ -201,7 +200,7 @@ def spread_words(t: CountTest) -> str:
             "novel": "sd of a new answer's net cost"}.get(t.scale, "log-sd of the rate")
     if t.scale == "novel" and t.spread is not None:
         return (f"the candidate's new answers exchanged with the setup's, exactly, its cost "
-                f"rate allowed to differ by the declared {rate_spread(t.spread.runs):g} {unit}")
+                f"rate allowed to differ by the declared {prior.spread:g} {unit}")
     if t.spread_measured:
         return (f"their spread measured, moderated by the declared prior ({prior.spread:g} "
                 f"{unit}, {prior.df:g} degrees of freedom)")
