@@ -21,8 +21,8 @@ A secret is what is secret by name, by form or by the user's word, never every v
 (`from_environment`, `--endpoint`, `kveval ab`'s servers: run/ab/env.py) and as it reads
 (`named_secrets`: lm-eval's `model_args`);
 kveval/sink.py masks text through `mask` and a JSON value through `masked`, inside its
-strings before it is serialized. What is secret is found by kveval/secret_sources.py.
-Imports only kveval/spelled.py and kveval/secret_sources.py: every part may use it.
+strings before it is serialized. Imports only kveval/spelled.py and kveval/secret_sources.py:
+every part may use it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from kveval.secret_sources import url_secrets
+from kveval.secret_sources import SECRET_NAME, looks_like_credential, url_secrets
 from kveval.spelled import escaped_masked, split_masked
 
 MASK = "***"
@@ -221,3 +221,14 @@ def masked(value: Any, top: bool = True) -> Any:
     if isinstance(value, (list, tuple)):
         return [masked(v, False) for v in value]
     return value
+
+
+def mask_named(value: Any) -> Any:
+    """A JSON value with every secret-named key's value, at any depth, and every value
+    shaped like a credential, masked."""
+    if isinstance(value, Mapping):
+        return {k: (MASK if isinstance(k, str) and SECRET_NAME.search(k) and v
+                    and not isinstance(v, bool) else mask_named(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_named(v) for v in value]
+    return MASK if looks_like_credential(value) else value

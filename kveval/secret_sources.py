@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-MASK = "***"
 # An API key shorter than this is a placeholder a server that checks no key is given
 # (EMPTY, none, dummy): masking it would turn every "none" of a table into ***.
 MIN_KEY = 8
@@ -99,15 +98,3 @@ def named_secrets(value: Any) -> list[str]:
                                         or looks_like_credential(node)):
             found.append(node)
     return found
-
-
-
-def mask_named(value: Any) -> Any:
-    """A JSON value with every secret-named key's value, at any depth, and every value
-    shaped like a credential, masked."""
-    if isinstance(value, Mapping):
-        return {k: (MASK if isinstance(k, str) and SECRET_NAME.search(k) and v
-                    and not isinstance(v, bool) else mask_named(v)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask_named(v) for v in value]
-    return MASK if looks_like_credential(value) else value

@@ -122,7 +122,7 @@ def test_lmeval_model_args_secrets_by_any_name_at_any_depth() -> None:
     found = secret_sources.named_secrets(args)
     assert set(found) == {"Bearer abc-header-1", "abc-key-2", "abc-phrase-3", "abc-camel-4",
                           "abc-token-5", "uses sk-shaped-credential-6"}
-    shown = secret_sources.mask_named(args)
+    shown = masking.mask_named(args)
     assert shown["headers"] == {"Authorization": "***"} and shown["key"] == "***"
     assert shown["tokenizer"] == "gpt2" and shown["max_tokens"] == 256
     assert shown["detokenize"] is True

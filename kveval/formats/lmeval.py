@@ -33,9 +33,9 @@ from kveval.formats.lmeval_samples import (
     prompt_text,
 )
 from kveval.formats.records import Run, RunHeader
-from kveval.masking import register_secrets
+from kveval.masking import mask_named, register_secrets
 from kveval.safe import redact_url
-from kveval.secret_sources import mask_named, named_secrets, url_secrets
+from kveval.secret_sources import named_secrets, url_secrets
 
 _FIRST_KEY_DOC_ID = re.compile(r'\{\s*"doc_id"\s*:')
 DEFAULT_FILTERS = ("strict-match", "flexible-extract")  # gsm8k's, in lm-eval's order
