@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kveval.judge.detect import detectable_loss, mcnemar_power
 from kveval.judge.floor import CountTest
-from kveval.judge.novel import NovelCost
+from kveval.judge.novel import NovelCost, shift_variance
 from kveval.judge.novel_power import NovelPilot
 from kveval.judge.spread import PRIORS
 
@@ -45,9 +45,8 @@ class Restarts:
         answer's excess."""
         share, per = max(novel.answers, 1) / items, novel.loss_per_point()
         ratio = max(novel.answers, 1) / max(novel.pool_answers, 1)
-        runs = PRIORS["novel"].spread ** 2 * (1 + 1 / max(novel.spread.runs, 1))
         return cls(novel.spread.floor * share * (1 + ratio) / per ** 2,
-                   math.sqrt(runs) * share / per)
+                   math.sqrt(shift_variance(novel.spread.runs)) * share / per)
 
     def loss(self, n: int, noise_runs: int, level: float, power: float) -> float:
         """The loss (a fraction) the spread part catches with this power at n items."""

@@ -90,8 +90,7 @@ class NovelCost:
     @property
     def shift_sd(self) -> float:
         """The sd of the candidate's net cost from restarts' differing rates."""
-        return PRIORS["novel"].spread * math.sqrt(1 + 1 / max(self.spread.runs, 1)) \
-            * self.answers
+        return math.sqrt(shift_variance(self.spread.runs)) * self.answers
 
     @property
     def p_value(self) -> float:
@@ -132,13 +131,17 @@ def each_against_the_rest(runs: list[int], codes: np.ndarray, wrong: np.ndarray,
     return [new_costs(r, [o for o in every if o != r], codes, wrong, collapsed) for r in runs]
 
 
+def shift_variance(runs: int) -> float:
+    """tau^2 (1 + 1 / m): how far a restart's cost rate lies from the mean of m pool runs'."""
+    return PRIORS["novel"].spread ** 2 * (1 + 1 / max(runs, 1))
+
+
 def reference(variance: float, answers: int, pool_answers: int, runs: int) -> Spread:
     """The normal view of the test's reference, for plans and the page: the exchange's
     counting variance v (1 / N + 1 / N_pool) of the candidate's cost per new answer less the
     pool's, and the declared shift tau^2 (1 + 1 / m), all of it known (`extra`)."""
     counting = variance / max(answers, 1) + variance / max(pool_answers, 1)
-    between = PRIORS["novel"].spread ** 2 * (1 + 1 / max(runs, 1))
-    return Spread(0.0, math.inf, runs, True, variance, extra=counting + between)
+    return Spread(0.0, math.inf, runs, True, variance, extra=counting + shift_variance(runs))
 
 
 def novel_cost(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,

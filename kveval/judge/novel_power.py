@@ -39,9 +39,10 @@ from kveval.judge.novel import (
     LEAST_VARIANCE,
     each_against_the_rest,
     reference,
+    shift_variance,
 )
 from kveval.judge.power import smallest_reaching
-from kveval.judge.spread import PRIORS, Spread
+from kveval.judge.spread import Spread
 
 
 @dataclass(frozen=True)
@@ -78,11 +79,16 @@ class NovelPilot:
         on."""
         return loss * (1 - self.departs) ** (noise_runs + 1)
 
+    def answers(self, n: int, noise_runs: int, loss: float) -> tuple[float, float]:
+        """(the candidate's new answers, the pool's) at n items, with a candidate that loses
+        `loss`: one at least each."""
+        share = self.share_at(noise_runs)
+        return (max((share + self.seen_loss(noise_runs, loss)) * n, 1.0),
+                max((noise_runs + 1) * share * n, 1.0))
+
     def spread(self, n: int, noise_runs: int, loss: float) -> Spread:
         """The reference the gate's test would read, with a candidate that loses `loss`."""
-        share = self.share_at(noise_runs)
-        answers = max((share + self.seen_loss(noise_runs, loss)) * n, 1.0)
-        pool = max((noise_runs + 1) * share * n, 1.0)
+        answers, pool = self.answers(n, noise_runs, loss)
         return reference(self.variance, int(round(answers)), int(round(pool)), noise_runs + 1)
 
     def gap(self, noise_runs: int, loss: float) -> float:
@@ -94,12 +100,10 @@ class NovelPilot:
     def alternative_scale(self, n: int, noise_runs: int, loss: float) -> float:
         """The sd of the candidate's cost per new answer less the pool's where it loses
         `loss`: its lost answers each cost exactly 1, so only its restart-like answers vary."""
-        share = self.share_at(noise_runs)
-        answers = max((share + self.seen_loss(noise_runs, loss)) * n, 1.0)
-        pool = max((noise_runs + 1) * share * n, 1.0)
-        between = PRIORS["novel"].spread ** 2 * (1 + 1 / (noise_runs + 1))
-        return math.sqrt(self.variance * share * n / answers ** 2 + self.variance / pool
-                         + between)
+        answers, pool = self.answers(n, noise_runs, loss)
+        restart_like = self.share_at(noise_runs) * n
+        return math.sqrt(self.variance * restart_like / answers ** 2 + self.variance / pool
+                         + shift_variance(noise_runs + 1))
 
     def catches(self, n: int, noise_runs: int, loss: float, level: float,
                 power: float) -> bool:
