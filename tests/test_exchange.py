@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kveval.judge.exchange import net_pmf, shifted_tail, smallest_reaching
+from kveval.judge.exchange import least_shown, net_pmf, shifted_tail
 
 
 @settings(max_examples=80, deadline=None)
@@ -28,7 +28,7 @@ def test_the_law_is_every_draw_counted(pool, data):
 def test_a_shift_widens_the_tail_and_the_bar_agrees_with_it():
     pmf = net_pmf(30, 20, 5, 60)
     assert shifted_tail(pmf, 30, 18, 2.0) > shifted_tail(pmf, 30, 18, 0.0)
-    bar = smallest_reaching(pmf, 30, 2.0, 0.01)
+    bar = least_shown(pmf, 30, 2.0, 0.01)
     assert bar is not None
     assert shifted_tail(pmf, 30, bar, 2.0) < 0.01 <= shifted_tail(pmf, 30, bar - 1, 2.0)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kveval.judge.power import smallest_size
+
 
 def _log_choose(n: np.ndarray | int, k: np.ndarray) -> np.ndarray:
     from scipy.special import gammaln
@@ -49,12 +51,9 @@ def shifted_tail(pmf: np.ndarray, n: int, observed: float, shift_sd: float) -> f
     return float(min(1.0, (pmf * norm.sf((observed - sums) / shift_sd)).sum()))
 
 
-def smallest_reaching(pmf: np.ndarray, n: int, shift_sd: float, level: float) -> int | None:
+def least_shown(pmf: np.ndarray, n: int, shift_sd: float, level: float) -> int | None:
     """The smallest net count whose shifted tail is below `level`; None if none is."""
-    low, high = -n, n + 1 + int(np.ceil(8 * shift_sd))
-    if shifted_tail(pmf, n, high, shift_sd) >= level:
-        return None
-    while low < high:
-        mid = (low + high) // 2
-        low, high = (low, mid) if shifted_tail(pmf, n, mid, shift_sd) < level else (mid + 1, high)
-    return low
+    offset = n + 1  # net counts from -n, as the sizes from 1 smallest_size searches
+    found = smallest_size(lambda k: shifted_tail(pmf, n, k - offset, shift_sd) >= level, 1,
+                          2 * n + 2 + int(np.ceil(8 * shift_sd)))
+    return None if found is None else found - offset

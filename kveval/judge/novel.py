@@ -50,7 +50,7 @@ from functools import cached_property
 
 import numpy as np
 
-from kveval.judge.exchange import net_pmf, shifted_tail, smallest_reaching
+from kveval.judge.exchange import least_shown, net_pmf, shifted_tail
 from kveval.judge.spread import PRIORS, Spread
 
 LEAST_RUNS = 3  # runs of the baseline's setup this test needs
@@ -104,7 +104,7 @@ class NovelCost:
         its cost lies beyond that."""
         if not self.answers:
             return math.inf
-        bar = smallest_reaching(self._law, self.answers, self.shift_sd, level)
+        bar = least_shown(self._law, self.answers, self.shift_sd, level)
         return math.inf if bar is None else candidate_wrong + bar - 1 - self.cost
 
     def loss_per_point(self) -> float:
