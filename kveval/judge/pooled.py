@@ -62,8 +62,8 @@ def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metri
     """Runs x items of answer codes, wrong answers and answers cut short or empty, the pool
     (the baseline first) then the candidate last, on the items the whole pool scored; None
     where it scored none. The candidate's errors and missing answers are wrong, not cut
-    short: each is a new answer (a loss where the pool was right), so errors cannot hide
-    losses from the new answers' test either."""
+    short (`collapsed`): each is a new answer (a loss where the pool was right), so errors
+    cannot hide losses from the new answers' test either."""
     field = METRICS[metric]
     runs = _aligned(task, field, base, noises, cand)
     if runs is None:
@@ -72,7 +72,6 @@ def scored_runs(task: str, base: Side, noises: Sequence[Side], cand: Side, metri
     wrong = np.array([np.fromiter((r is None or r.status != "ok" or not getattr(r, field)
                                    for r in run), dtype=bool, count=items) for run in runs])
     cut = np.array([np.array(collapsed(run), dtype=bool) for run in runs])
-    cut[-1] &= np.array([r is not None and r.status == "ok" for r in runs[-1]], dtype=bool)
     answers = [[r.output if r is not None and r.status == "ok" else None for r in run]
                for run in runs]
     del runs  # the records' lists, before the answers are coded
@@ -109,7 +108,8 @@ def cost_of(codes: np.ndarray, wrong: np.ndarray) -> float:
 
 
 def collapsed(run: Sequence[ItemRecord | None]) -> list[bool]:
-    """Each item cut short, empty or missing: the truncated and empty checks' to judge, not
-    a new answer's cost."""
-    return [r is None or r.status != "ok" or r.finish_reason == "length"
-            or not (r.output or "").strip() for r in run]
+    """Each answer cut short or empty: the truncated and empty checks' to judge, not a new
+    answer's cost. An error or a missing answer (only the candidate has them: the pool's runs
+    are read where they all scored) is none of these: it is wrong, and a new answer."""
+    return [r is not None and r.status == "ok"
+            and (r.finish_reason == "length" or not (r.output or "").strip()) for r in run]
