@@ -30,10 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibration_worlds import gsm8k_runs  # noqa: E402
 from gate_calibration import FAMILIES, SPREADS  # noqa: E402
 
-from kveval.judge.answers import changed_per_run  # noqa: E402
-from kveval.judge.floor import accuracy_test  # noqa: E402
-from kveval.judge.novel import novel_cost  # noqa: E402
-from kveval.judge.pooled import cost_of  # noqa: E402
+from kveval.judge.pooled import accuracy_of  # noqa: E402
 
 LEVELS = (0.05, 0.0115, 0.005, 0.001)  # 0.0115: the accuracy check's share on the suite
 
@@ -47,9 +44,8 @@ def p_value(world: object, k: int, scenario: str, rng: np.random.Generator,
     r = gsm8k_runs(world, k, scenario, rng)  # type: ignore[arg-type]
     collapsed = r.truncated | r.empty
     wrong = ~r.correct | collapsed
-    found = novel_cost(r.codes, wrong, collapsed)
-    test = accuracy_test(wrong, changed_per_run(r.codes), cost_of(r.codes, wrong), found)
-    return test.p_value, found is None
+    test = accuracy_of(r.codes, wrong, collapsed)
+    return test.p_value, test.novel is None
 
 
 def cell(family: str, spread: float, k: int, scenario: str, reps: int,

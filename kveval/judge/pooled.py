@@ -35,11 +35,17 @@ def pooled_accuracy(task: str, base: Side, noises: Sequence[Side], cand: Side,
     found = scored_runs(task, base, noises, cand, metric)
     if found is None:
         return None
-    codes, wrong, collapsed = found
-    novel = novel_cost(codes, wrong, collapsed)
+    return accuracy_of(*found)
+
+
+def accuracy_of(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray) -> CountTest:
+    """The test from runs x items of answer codes, wrong answers and answers cut short or
+    empty, the pool then the candidate last (scored_runs): the new answers' cost with three
+    runs of the setup or more, else the pool test."""
     if codes.shape[0] == 2:
         return accuracy_test(wrong, *mirrored(codes, wrong))
-    return accuracy_test(wrong, changed_per_run(codes), cost_of(codes, wrong), novel)
+    return accuracy_test(wrong, changed_per_run(codes), cost_of(codes, wrong),
+                         novel_cost(codes, wrong, collapsed))
 
 
 def mirrored(codes: np.ndarray, wrong: np.ndarray) -> tuple[float, float]:
