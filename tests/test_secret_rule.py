@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kveval import masking, secret_sources
-from kveval.masking import MIN_ANYWHERE, OWN_KEYS
+from kveval.masking import MIN_ANYWHERE, MIN_TEXT, OWN_KEYS
 from kveval.run.ab.env import Names, recorded_argv, secret_values, shown
 from kveval.sink import file_text, json_text
 
@@ -139,14 +139,17 @@ def test_a_child_process_registers_the_same_secrets_in_every_spelling() -> None:
 
 
 SECRETS = ["1234", "false", "null", "seed", "gsm8k", "sk-prop-key-12345678"]
-KEYS = st.sampled_from([*SECRETS, "seed", "model", "tasks"]) | st.text(max_size=6)
-LEAVES = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
-          | st.sampled_from(SECRETS) | st.text(max_size=12)
-          | st.builds("{}{}{}".format, st.text(max_size=4), st.sampled_from(SECRETS),
-                      st.text(max_size=4)))
-VALUES = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=3)
-                      | st.dictionaries(KEYS, inner, max_size=3), max_leaves=10)
 
+
+def json_values(secrets: list[str]) -> st.SearchStrategy[Any]:
+    """JSON values whose keys and strings hold `secrets`, whole and inside other text."""
+    keys = st.sampled_from([*secrets, "seed", "model", "tasks"]) | st.text(max_size=6)
+    leaves = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+              | st.sampled_from(secrets) | st.text(max_size=12)
+              | st.builds("{}{}{}".format, st.text(max_size=4), st.sampled_from(secrets),
+                          st.text(max_size=4)))
+    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(keys, inner, max_size=3), max_leaves=10)
 
 
 def held(secret: str, text: str) -> bool:
@@ -156,26 +159,29 @@ def held(secret: str, text: str) -> bool:
         return secret in text
     return re.search(r"(?<![^\W_])" + re.escape(secret) + r"(?![^\W_])", text) is not None
 
-def same_but_strings(before: Any, after: Any) -> None:
-    """`after` is `before` with only its strings changed, and none holds a secret."""
+
+def same_but_strings(before: Any, after: Any, secrets: list[str] = SECRETS) -> None:
+    """`after` is `before` with only its strings changed: none is a secret too short to mask
+    inside text, none holds a longer one."""
     if isinstance(before, str):
-        assert isinstance(after, str) and not any(held(s, after) for s in SECRETS)
+        assert isinstance(after, str) and after not in [s for s in secrets if len(s) < MIN_TEXT]
+        assert not any(held(s, after) for s in secrets if len(s) >= MIN_TEXT)
     elif isinstance(before, dict):
         assert isinstance(after, dict) and list(after) == list(before)
         for key in before:
             if key in OWN_KEYS:  # kveval's own identifiers and times: never masked
                 assert after[key] == before[key]
             else:
-                same_but_strings(before[key], after[key])
+                same_but_strings(before[key], after[key], secrets)
     elif isinstance(before, list):
         assert isinstance(after, list) and len(after) == len(before)
         for one, other in zip(before, after, strict=True):
-            same_but_strings(one, other)
+            same_but_strings(one, other, secrets)
     else:
         assert after == before and type(after) is type(before)
 
 
-@given(VALUES)
+@given(json_values(SECRETS))
 def test_masking_never_changes_a_number_a_boolean_null_a_key_or_the_structure(
         value: Any) -> None:
     masking.forget()

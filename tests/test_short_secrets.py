@@ -20,10 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kveval import masking, secret_sources
-from kveval.masking import MIN_ANYWHERE, OWN_KEYS
 from kveval.run.ab.env import Names, masked_argv, named_values, secret_values
 from kveval.run.relay import Relay
 from kveval.sink import Door, echo_json, file_text, json_text
+from tests.test_secret_rule import json_values, same_but_strings
 
 # no `*` (the mask's own), `%` or `\` (what an escape is written with): a secret holding
 # them reads as another spelling of itself once decoded
@@ -161,57 +161,21 @@ def test_a_child_process_registers_a_short_secret_again() -> None:
 
 
 SECRETS = ["7", "ab", "q7z", "123", "true1", "sk-prop-key-12345678"]
-KEYS = st.sampled_from([*SECRETS, "seed", "model", "tasks"]) | st.text(max_size=6)
-LEAVES = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
-          | st.sampled_from(SECRETS) | st.text(max_size=12)
-          | st.builds("{}{}{}".format, st.text(max_size=4), st.sampled_from(SECRETS),
-                      st.text(max_size=4)))
-VALUES = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=3)
-                      | st.dictionaries(KEYS, inner, max_size=3), max_leaves=10)
 
 
-
-def held(secret: str, text: str) -> bool:
-    """Whether `text` still shows `secret` where masking must hide it: anywhere for a long
-    one, as a word (no letter or digit beside it) for a short one."""
-    if len(secret) >= MIN_ANYWHERE:
-        return secret in text
-    return re.search(r"(?<![^\W_])" + re.escape(secret) + r"(?![^\W_])", text) is not None
-
-def same_but_strings(before: Any, after: Any) -> None:
-    """`after` is `before` with only its strings changed: none is a short secret, none holds
-    a longer one."""
-    if isinstance(before, str):
-        assert isinstance(after, str) and after not in ("7", "ab")
-        assert not any(held(s, after) for s in SECRETS if len(s) >= 3)
-    elif isinstance(before, dict):
-        assert isinstance(after, dict) and list(after) == list(before)
-        for key in before:
-            if key in OWN_KEYS:  # kveval's own identifiers and times: never masked
-                assert after[key] == before[key]
-            else:
-                same_but_strings(before[key], after[key])
-    elif isinstance(before, list):
-        assert isinstance(after, list) and len(after) == len(before)
-        for one, other in zip(before, after, strict=True):
-            same_but_strings(one, other)
-    else:
-        assert after == before and type(after) is type(before)
-
-
-@given(VALUES)
+@given(json_values(SECRETS))
 def test_masking_short_secrets_never_changes_a_number_a_boolean_a_key_or_the_structure(
         value: Any) -> None:
     masking.forget()
     masking.register_secrets(SECRETS)
-    same_but_strings(value, json.loads(json_text(value)))
+    same_but_strings(value, json.loads(json_text(value)), SECRETS)
     shown = io.StringIO()
     before, sys.stdout = sys.stdout, Door(shown)  # type: ignore[assignment]
     try:
         echo_json(json_text(value, indent=2))  # --json on a terminal: never masked again
     finally:
         sys.stdout = before
-    same_but_strings(value, json.loads(shown.getvalue()))
+    same_but_strings(value, json.loads(shown.getvalue()), SECRETS)
 
 
 def test_a_placeholder_under_a_secrets_name_in_model_args_is_no_secret() -> None:
