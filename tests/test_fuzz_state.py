@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,20 @@ def one_line(exc: KvevalError, path: Path) -> None:
     message = str(exc)
     assert "\n" not in message and "\r" not in message
     assert str(path) in message or str(path.parent) in message, message
+
+
+def read_back(name: str, record: Any, data: bytes | None, reader: Callable[[Path], Any]) -> Any:
+    """`record` as JSON (or the bytes `data`, where given) in a file called `name`, read by
+    `reader`: what it read, or None where it refused the file in one line naming it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(dumps(record).encode("utf-8", "surrogatepass") if data is None
+                         else data)
+        try:
+            return reader(path)
+        except RunFileError as exc:
+            one_line(exc, path)
+            return None
 
 
 def options(folder: Path) -> AbOptions:
@@ -110,18 +125,11 @@ FIGURE_PATHS = [(key,) for key in figures()] + [
                 min_size=1, max_size=3), st.one_of(st.none(), BYTES))
 def test_fuzz_a_servers_figures(changes: list[tuple[tuple[Any, ...], Any]],
                                 data: bytes | None) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "baseline.json"
-        found = figures()
-        for where, value in changes:
-            plant(found, where, value)
-        path.write_bytes(dumps(found).encode("utf-8", "surrogatepass") if data is None
-                         else data)
-        try:
-            read = read_figures(path)
-        except RunFileError as exc:
-            one_line(exc, path)
-            return
+    found = figures()
+    for where, value in changes:
+        plant(found, where, value)
+    read = read_back("baseline.json", found, data, read_figures)
+    if read is not None:
         json.dumps(_from_figures(read), allow_nan=False)  # the trade's figures: bounded
 
 
@@ -138,15 +146,8 @@ def test_fuzz_a_servers_record(changes: list[tuple[tuple[Any, ...], Any]],
                               "owner": 1234, "owner_ticks": 5}
     for where, value in changes:
         plant(record, where, value)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "baseline.pid"
-        path.write_bytes(dumps(record).encode("utf-8", "surrogatepass") if data is None
-                         else data)
-        try:
-            read = read_record(path)
-        except RunFileError as exc:
-            one_line(exc, path)
-            return
+    read = read_back("baseline.pid", record, data, read_record)
+    if read is not None:
         assert isinstance(read, Record) and 1 <= read.pid <= PID_MAX
         assert read.owner is None or 1 <= read.owner <= PID_MAX
 
