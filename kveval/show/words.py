@@ -198,7 +198,7 @@ def spread_words(t: CountTest) -> str:
     prior = PRIORS[{"count": "accuracy", "novel": "novel"}.get(t.scale, "count")]
     unit = {"count": "of the answers a run changes, at their net cost",
             "novel": "sd of a new answer's net cost"}.get(t.scale, "log-sd of the rate")
-    if t.scale == "novel" and t.spread is not None:
+    if t.scale == "novel":
         return (f"the candidate's new answers exchanged with the setup's, exactly, its cost "
                 f"rate allowed to differ by the declared {prior.spread:g} {unit}")
     if t.spread_measured:
