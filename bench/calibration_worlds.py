@@ -141,12 +141,20 @@ def _stable_right(item_acc: np.ndarray, fragility: np.ndarray, strength: float,
     return expit(logit(np.clip(item_acc, 1e-6, 1 - 1e-6)) + 4 * strength * (0.5 - rank))
 
 
+FOLLOWS, OWN = 0.3, 0.2  # a run's cut and empty rates: their logit shift per run effect, own
+
+
 def _overdispersed(rate: float, effect: np.ndarray, world: World, rng: np.random.Generator,
                    n: int) -> np.ndarray:
     """A few items flagged often, at a run multiplier that follows the run effect."""
     pi = _fragility(rate, 0.3, n, rng)
-    shift = 0.3 * effect + 0.2 * world.spread * rng.standard_normal(effect.size)
+    shift = FOLLOWS * effect + OWN * world.spread * rng.standard_normal(effect.size)
     return rng.random((effect.size, n)) < expit(logit(pi)[None, :] + shift[:, None])
+
+
+def flag_spread(world: World) -> float:
+    """The sd of a run's logit shift of its cut (and empty) rate between restarts."""
+    return float(np.hypot(FOLLOWS, OWN)) * world.spread
 
 
 def apply_scenario(task: TaskModel, r: TaskRuns, scenario: str, lengths: np.ndarray,
