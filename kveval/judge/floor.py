@@ -17,8 +17,7 @@ against the pool, never against one run. Two parts, and the p-value is the large
   wrong (an accurate model), so accuracy is judged against what a restart does too, not
   against the baseline alone. Figures: for accuracy the wrong count itself, with a prior
   spread of PRIORS["accuracy"].spread times the answers a run changes; for the other counts
-  the logit of the share, logit((y + 1/2) / (n - y + 1/2)), with a prior log-sd, of the
-  flags no other run shares (answers cut short, empty) or of a run's own changes.
+  the logit of the share, logit((y + 1/2) / (n - y + 1/2)), with a prior log-sd.
 
 Exchangeable sets: for an own count (wrong, truncated, empty) the candidate and every pool
 run; for changed answers the candidate and the noise runs, each against the baseline, while
@@ -117,7 +116,8 @@ class CountTest:
 
     @property
     def own_figure(self) -> float:
-        """The candidate's figure the spread part reads, as a count."""
+        """The candidate's figure the spread part reads, as a count (for changed answers its
+        own share of the changes, else its count)."""
         if self.scale in ("count", "novel"):
             return float(self.candidate)
         base = float(np.mean(self.figures_on_scale)) + self.gap
@@ -183,11 +183,13 @@ def _counting(flags: np.ndarray) -> float:
     return within_item_variance(flags[:-1] if flags.shape[0] > 2 else flags)
 
 
-def unique_flags(flags: np.ndarray) -> np.ndarray:
-    """Each run's flags on the items no other run flags (runs x items in, a count per run):
-    items flagged often leave it, so a rise where no restart cuts is not diluted among them."""
-    alone = flags.sum(axis=0) == 1
-    return (flags & alone[None, :]).sum(axis=1)
+def own_counting(pool: np.ndarray) -> float:
+    """A count's counting variance from the pool alone (runs x items): item by item where it
+    has two runs or more, else the baseline's count itself (a Poisson bound on sum p (1 - p)):
+    never the candidate's, whose excess is what is tested."""
+    if pool.shape[0] >= 2:
+        return within_item_variance(pool)
+    return float(pool.sum())
 
 
 def logit_spread_p(candidate: float, pool: Sequence[float], n: int, counting: float,
@@ -209,15 +211,13 @@ def logit_spread_p(candidate: float, pool: Sequence[float], n: int, counting: fl
 
 def own_count_test(candidate: np.ndarray, pool: np.ndarray) -> CountTest:
     """A count each run has on its own (answers cut short, empty answers): the candidate's
-    flags (items) against the pool's (runs x items, the baseline first). The spread part
-    reads each run's flags that no other run shares (`unique_flags`), a Poisson count."""
+    flags (items) against the pool's (runs x items, the baseline first)."""
     p, smallest = exact_p(candidate, pool)
-    own = [float(q) for q in unique_flags(np.vstack([pool, candidate[None, :]]))]
-    spread_p, spread, gap = logit_spread_p(own[-1], own[:-1], candidate.size,
-                                           float(np.mean(own[:-1])))
     counts = tuple(int(c) for c in pool.sum(axis=1))
-    return CountTest(candidate.size, int(candidate.sum()), counts, p, spread_p, smallest,
-                     spread.measured, tuple(own[:-1]), pool.shape[0] + 1, spread, "logit", gap,
+    x = int(candidate.sum())
+    spread_p, spread, gap = logit_spread_p(x, counts, candidate.size, own_counting(pool))
+    return CountTest(candidate.size, x, counts, p, spread_p, smallest, spread.measured,
+                     tuple(map(float, counts)), pool.shape[0] + 1, spread, "logit", gap,
                      *strata_of(candidate, pool))
 
 
