@@ -6,10 +6,10 @@ own A/A quantile in that very world (read from the same A/A rollouts):
 
 - `bound`: the candidate's count of cut answers alone (it knows the world's rate, so it needs
   no pool);
-- `spread known`: the gate's own statistic, the candidate's cuts no other run shares against
-  the pool's on the logit scale, with the world's true spread between restarts instead of
-  one moderated from the pool's runs: what a test that must learn the rate from the pool
-  reaches at best when it knows how much restarts differ.
+- `spread known`: the check's own statistic, the logit of the candidate's cut share against
+  the pool runs' mean, scaled with the world's true spread between restarts instead of one
+  moderated from the pool's runs: what a test that must learn the rate from the pool reaches
+  when it knows how much restarts differ.
 
 The task alone, without bad batches (they cut across tasks: the whole gate's bench has
 them).
@@ -32,12 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibration_worlds import flag_spread, gsm8k_runs  # noqa: E402
 from gate_calibration import FAMILIES, SPREADS  # noqa: E402
 
-from kveval.judge.floor import (  # noqa: E402
-    logit_share,
-    logit_slope,
-    own_count_test,
-    unique_flags,
-)
+from kveval.judge.floor import logit_share, logit_slope, own_count_test  # noqa: E402
+from kveval.judge.spread import within_item_variance  # noqa: E402
 
 LEVEL = 0.05 * 3 / 26  # the truncation check's share on the rollout suite
 
@@ -54,11 +50,11 @@ def rollout(family: str, spread: float, k: int, scenario: str,
 
 def spread_known_z(cut: np.ndarray, sd: float) -> float:
     """The gate's statistic (runs x items, the candidate last) with the true spread `sd`."""
-    own = unique_flags(cut).astype(float)
-    n, pool = cut.shape[1], own[:-1]
+    n, pool = cut.shape[1], cut[:-1].sum(axis=1)
     figures = [logit_share(q, n) for q in pool]
-    counting = float(np.mean(pool)) * logit_slope(float(np.mean(pool)), n) ** 2
-    gap = logit_share(own[-1], n) - float(np.mean(figures))
+    counting = within_item_variance(cut[:-1]) if pool.size > 1 else float(pool[0])
+    counting *= logit_slope(float(np.mean(pool)), n) ** 2
+    gap = logit_share(float(cut[-1].sum()), n) - float(np.mean(figures))
     return gap / float(np.sqrt((sd ** 2 + counting) * (1 + 1 / pool.size)))
 
 
