@@ -224,6 +224,17 @@ def test_a_missing_program_or_port_is_one_line(tmp_path: Path, suite: Path) -> N
     assert portless.returncode == 2 and "{port}" in last_line(portless.stderr)
 
 
+def test_a_bad_suite_is_one_line_before_any_server_starts(tmp_path: Path, suite: Path) -> None:
+    missing = ab(tmp_path, tmp_path / "no-such-suite.toml")
+    assert missing.returncode == 2
+    assert "no-such-suite.toml: no such file" in last_line(missing.stderr)
+    suite.write_text('[[task]]\nname = "no-such-task"\n')
+    unknown = ab(tmp_path, suite)
+    assert unknown.returncode == 2 and "no-such-task" in last_line(unknown.stderr)
+    assert "start" not in missing.stderr + unknown.stderr
+    assert not pids(tmp_path) and not (tmp_path / "ab").exists()
+
+
 def test_secrets_in_the_command_and_environment_are_masked_everywhere(
         tmp_path: Path, suite: Path) -> None:
     secret = "sk-abc123def456ghi789"

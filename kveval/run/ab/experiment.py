@@ -38,9 +38,12 @@ FORCING = ", teacher-forcing the baseline's answers"
 
 
 def check_commands(opts: AbOptions) -> None:
-    """Every command, and the suite's --speed load, before any server starts."""
+    """Every command, the suite and its --speed load, before any server starts."""
+    from kveval.run.tasks import read_suite
+
     for side in opts.sides:
         serve.check_command(serve.Command(side.name, opts.command(side), side.env))
+    read_suite(opts.suite)
     if opts.speed:
         from kveval.run.ab.speed import load_size
 
