@@ -9,7 +9,11 @@ own A/A quantile in that very world (read from the same A/A rollouts):
 - `spread known`: the check's own statistic, the logit of the candidate's cut share against
   the pool runs' mean, scaled with the world's true spread between restarts instead of one
   moderated from the pool's runs: what a test that must learn the rate from the pool reaches
-  when it knows how much restarts differ.
+  when it knows how much restarts differ;
+- `held at 1`: the same statistic scaled with the spread of the family's most varied world
+  (log-sd 1) in every world, held to its A/A quantile there, so it holds its level at every
+  log-sd of the family without learning which one it is in: what a check that cannot tell
+  the family's worlds apart can reach.
 
 The task alone, without bad batches (they cut across tasks: the whole gate's bench has
 them).
@@ -39,13 +43,14 @@ LEVEL = 0.05 * 3 / 26  # the truncation check's share on the rollout suite
 
 
 def rollout(family: str, spread: float, k: int, scenario: str,
-            rng: np.random.Generator) -> tuple[float, float, float]:
-    """(the gate's p, the candidate's cut answers, the spread-known test's z) of one
-    rollout's GSM8K runs."""
+            rng: np.random.Generator) -> tuple[float, float, float, float]:
+    """(the gate's p, the candidate's cut answers, the spread-known test's z, the same
+    scaled with the family's largest spread) of one rollout's GSM8K runs."""
     world = replace(FAMILIES[family], spread=spread)
     cut = gsm8k_runs(world, k, scenario, rng).truncated
+    widest = flag_spread(replace(world, spread=max(SPREADS)))
     return (own_count_test(cut[-1], cut[:-1]).p_value, float(cut[-1].sum()),
-            spread_known_z(cut, flag_spread(world)))
+            spread_known_z(cut, flag_spread(world)), spread_known_z(cut, widest))
 
 
 def spread_known_z(cut: np.ndarray, sd: float) -> float:
@@ -70,20 +75,27 @@ def main() -> None:
     parser.add_argument("--noise-runs", default="2")
     args = parser.parse_args()
     started = time.perf_counter()
-    print(f"| family | noise runs | log-sd | A/A at {LEVEL:.4f} | truncated +6 | spread known "
-          "| bound |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| family | noise runs | log-sd | A/A at {LEVEL:.4f} | truncated +6 | held at 1 "
+          "| spread known | bound |")
+    print("|---|---|---|---|---|---|---|---|")
     for k in (int(x) for x in args.noise_runs.split(",")):
         for family in FAMILIES:
+            widest = cell(family, max(SPREADS), k, "A/A", args.null)
+            held = np.quantile(widest[:, 3], 1 - LEVEL)
             for spread in SPREADS:
-                null = cell(family, spread, k, "A/A", args.null)
-                found = cell(family, spread, k, "truncated +6", args.reps)
-                bars = np.quantile(null[:, 1:], 1 - LEVEL, axis=0)
-                bound, known = 100 * np.mean(found[:, 1:] > bars, axis=0)
-                print(f"| {family} | {k} | {spread:g} | {100 * np.mean(null[:, 0] < LEVEL):.2f}% | "
-                      f"{100 * np.mean(found[:, 0] < LEVEL):.1f}% | {known:.1f}% | "
-                      f"{bound:.1f}% |", flush=True)
+                print(row(family, spread, k, args, held), flush=True)
     print(f"({time.perf_counter() - started:.0f} s)")
+
+
+def row(family: str, spread: float, k: int, args: argparse.Namespace, held: float) -> str:
+    """One cell's line: the check's A/A and power, then the three tests beside it."""
+    null = cell(family, spread, k, "A/A", args.null)
+    found = cell(family, spread, k, "truncated +6", args.reps)
+    bound, known = 100 * np.mean(found[:, 1:3] > np.quantile(null[:, 1:3], 1 - LEVEL, axis=0),
+                                 axis=0)
+    return (f"| {family} | {k} | {spread:g} | {100 * np.mean(null[:, 0] < LEVEL):.2f}% | "
+            f"{100 * np.mean(found[:, 0] < LEVEL):.1f}% | {100 * np.mean(found[:, 3] > held):.1f}% "
+            f"| {known:.1f}% | {bound:.1f}% |")
 
 
 if __name__ == "__main__":
