@@ -65,14 +65,17 @@ def _item(i: int, run: int, moved: bool, right: bool, cut: bool) -> ItemRecord:
 
 
 def planned(flips: float, loss: float, rng: np.random.Generator,
-            noisy: bool = False) -> tuple[int, int] | None:
-    """(items, noise runs) the plan asks for, from one pilot."""
+            noisy: bool = False) -> tuple[int, int, str] | None:
+    """(items, noise runs, the items asked at a new answer's cost one sd either way) the
+    plan asks for, from one pilot."""
     base, noise, cand = runs(PILOT, 1, flips, 0.0, rng, noisy)
     found = plan(base, [noise], cand, Targets(detect=loss))
     task = found.tasks[0]
     if task.items_needed is None or task.noise_runs_needed is None:
         return None
-    return task.items_needed, task.noise_runs_needed
+    within = "-" if task.items_within is None else "-".join(
+        "none" if n is None else f"{n:,}" for n in task.items_within)
+    return task.items_needed, task.noise_runs_needed, within
 
 
 def power(n: int, k: int, flips: float, loss: float, reps: int,
@@ -90,11 +93,12 @@ def cell(loss: float, flips: float, reps: int, seed: int, noisy: bool) -> tuple[
     asked = planned(flips, loss, rng, noisy)
     head = (f"{loss:g}", f"{100 * flips:g}%")
     if asked is None:
-        return (*head, "none", "-", "-")
-    n, k = asked
+        return (*head, "none", "-", "-", "-")
+    n, k, within = asked
     if n > LARGEST:
-        return (*head, f"{n:,}", str(k), "not simulated")
-    return (*head, f"{n:,}", str(k), f"{100 * power(n, k, flips, loss, reps, rng, noisy):.1f}%")
+        return (*head, f"{n:,}", within, str(k), "not simulated")
+    return (*head, f"{n:,}", within, str(k),
+            f"{100 * power(n, k, flips, loss, reps, rng, noisy):.1f}%")
 
 
 def rows(reps: int, seed: int, jobs: int = 1, noisy: bool = False) -> Iterator[tuple[str, ...]]:
@@ -117,8 +121,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="cells in this many processes")
     parser.add_argument("--noisy", action="store_true", help="restarts differ (log-sd 1)")
     args = parser.parse_args(argv)
-    header = ("loss (points)", "flip rate", "plan: items", "plan: noise runs",
-              "gate simulated: power")
+    header = ("loss (points)", "flip rate", "plan: items", "cost one sd either way",
+              "plan: noise runs", "gate simulated: power")
     world = "noisy (restarts differ with log-sd 1)" if args.noisy else "quiet"
     print(f"GSM8K alone, {world}, a pilot of {PILOT} items, 80% power asked, {args.reps} "
           "replicates per cell")

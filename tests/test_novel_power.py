@@ -93,3 +93,23 @@ def _pilot_arrays(sides: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     found = scored_runs("gsm8k", sides[0], sides[1:-1], sides[-1], "flexible")
     assert found is not None
     return found
+
+
+def test_a_thin_pilot_says_how_far_its_few_new_answers_leave_the_size_open() -> None:
+    """A pilot whose restarts depart on 6 items each reads a new answer's cost from a dozen
+    or so and brackets the size it asks widely; one departing on 60 each, narrowly. The
+    bracket holds the size asked."""
+    def asked(departs: int) -> tuple[int, tuple[int | None, int | None]]:
+        sides = runs([departs] * 3, 3)
+        found = plan(sides[0], sides[1:-1], sides[-1], Targets(detect=5.0))
+        task = next(t for t in found.tasks if t.kind == "accuracy")
+        assert task.items_needed is not None and task.items_within is not None
+        assert task.pilot_answers is not None and task.pilot_answers > 0
+        return task.items_needed, task.items_within
+
+    for departs in (6, 60):
+        needed, (low, high) = asked(departs)
+        assert low is not None and low <= needed and (high is None or needed <= high)
+    thin, rich = asked(6), asked(60)
+    width = [(w[1] or 10 ** 7) / (w[0] or 1) for _, w in (thin, rich)]
+    assert width[0] > 1.5 * width[1]

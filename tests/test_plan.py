@@ -43,7 +43,7 @@ def test_plan_agrees_with_the_gate_simulated(loss, flips):
     rng = np.random.default_rng(1)
     asked = planned(flips, loss, rng)
     assert asked is not None
-    n, k = asked
+    n, k, _ = asked
     assert k >= 2 and n < 1000
     assert power(n, k, flips, loss, 40, rng) >= 0.65  # 80% asked, 40 replicates
 
@@ -85,6 +85,20 @@ def test_plan_json_gives_items_noise_runs_and_what_the_pilot_detects(pilot, caps
     more = data["commands"][3:]  # the noise runs the plan needs beyond the pilot's one
     assert len(more) == gsm8k["noise_runs_needed"] - 1
     assert all("--order shuffle" in c and "-noise" in c for c in more)
+
+
+def test_plan_says_how_far_the_pilots_new_answers_leave_the_size_open(pilot, capsys):
+    args = ["plan", pilot["a"], "--noise", pilot["n"], "--candidate", pilot["c"], "--detect",
+            "1.8"]
+    code, out, _ = kveval(capsys, *args, "--json")
+    gsm8k = next(t for t in json.loads(out)["tasks"] if t["task"] == "gsm8k")
+    low, high = gsm8k["items_within"]
+    assert code == 0 and gsm8k["pilot_new_answers"] > 0
+    assert low <= gsm8k["items_needed"] and (high is None or gsm8k["items_needed"] <= high)
+    _, text, _ = kveval(capsys, *args)
+    count = gsm8k["pilot_new_answers"]
+    assert f"the pilot's runs gave {count} new answers; what one costs, read one sd lower or " \
+        f"higher, asks {low:,} items or " in " ".join(text.split())
 
 
 def test_a_loss_the_data_cannot_supply_says_the_best_it_can_do(pilot, capsys):

@@ -29,7 +29,7 @@ pool test, and the plan models that test instead (judge/plan.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -53,6 +53,17 @@ class NovelPilot:
     rate: float  # h: their net cost per answer
     variance: float  # v: an answer's cost variance
     runs: int  # the pilot's runs of the setup
+    read_from: int = 0  # the pilot's new answers h and v were read from
+
+    @property
+    def rate_sd(self) -> float:
+        """How far h, read from the pilot's few new answers, may lie from a restart's own:
+        its posterior sd."""
+        return math.sqrt(self.variance / (self.read_from + 1.5))
+
+    def at_rate(self, rate: float) -> NovelPilot:
+        """The same pilot with its new answers costing `rate` each."""
+        return replace(self, rate=rate)
 
     @cached_property
     def departs(self) -> float:
@@ -141,7 +152,7 @@ def of_pilot(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
     if not every.size:
         return None
     rate, variance = cost_moments(every)
-    return NovelPilot(every.size / runs / codes.shape[1], rate, variance, runs)
+    return NovelPilot(every.size / runs / codes.shape[1], rate, variance, runs, every.size)
 
 
 def cost_moments(costs: np.ndarray) -> tuple[float, float]:

@@ -17,8 +17,8 @@ simulated.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -70,6 +70,9 @@ class TaskPlan:
     note: str = ""
     floor: float | None = None  # divergence: the pilot floor's mean KL (nats per token)
     rise: float | None = None  # divergence: the target rise, in nats per token
+    pilot_answers: int | None = None  # accuracy: the pilot's new answers a cost was read from
+    # accuracy: items_needed with that cost one posterior sd lower and higher (None: no size)
+    items_within: tuple[int | None, int | None] | None = None
 
 
 def accuracy_plan(task: str, table: PairedTable, available: int | None, targets: Targets,
@@ -84,19 +87,33 @@ def accuracy_plan(task: str, table: PairedTable, available: int | None, targets:
     ceiling = table.baseline_correct / n if n else 1.0
     model, want = AccuracyModel(rate, Restarts.of(pooled), novel), targets.detect / 100
 
-    def needs(runs: int) -> int | None:
+    def needs(model: AccuracyModel, runs: int) -> int | None:
         return smallest_size(lambda m: model.short(m, runs, level, want, targets.power),
                              8, 10_000_000)
 
     runs = next((k for k in range(max(noise_runs, 2), MOST_NOISE_RUNS + 1)
-                 if needs(k) is not None), None)
-    needed = needs(runs) if runs is not None else None
+                 if needs(model, k) is not None), None)
+    needed = needs(model, runs) if runs is not None else None
     here = model.loss(n, noise_runs, level, ceiling, targets.power)
     short = available is not None and (needed is None or needed > available)
     best = model.loss(available, runs or MOST_NOISE_RUNS, level, ceiling,
                       targets.power) if short and available else None
+    within = None if runs is None or needed is None else _within(needs, model, runs)
     return TaskPlan(task, "accuracy", n, available, needed, runs, _points(here), _points(best),
-                    rate, level, note)
+                    rate, level, note, pilot_answers=novel.read_from if novel else None,
+                    items_within=within)
+
+
+def _within(needs: Callable[[AccuracyModel, int], int | None], model: AccuracyModel,
+            runs: int) -> tuple[int | None, int | None] | None:
+    """The items needed with the pilot's cost of a new answer one posterior sd lower and
+    higher: how far its few new answers leave the size open."""
+    cost = model.novel
+    if cost is None:
+        return None
+    low, high = (replace(model, novel=cost.at_rate(cost.rate + side * cost.rate_sd))
+                 for side in (-1, 1))
+    return needs(low, runs), needs(high, runs)
 
 
 def _points(value: float | None) -> float | None:

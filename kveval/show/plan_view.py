@@ -50,7 +50,8 @@ def sentence(p: TaskPlan, plan: Plan) -> str:
             head += (f"; the data has {p.available:,}: " + (
                 f"the best it can do is {_figure(p.best, p.kind)}" if p.best is not None
                 else "too few to catch any loss"))
-        return f"{head}; the pilot's {p.items:,} items catch {_figure(p.detectable, p.kind)}"
+        return (f"{head}; the pilot's {p.items:,} items catch {_figure(p.detectable, p.kind)}"
+                + within_words(p))
     if p.kind == "drift":
         want = f"{t.detect_drift:g}% of its {p.items} items changed beyond the floor"
         runs = (f"needs {p.noise_runs_needed} noise runs" if p.noise_runs_needed
@@ -58,6 +59,15 @@ def sentence(p: TaskPlan, plan: Plan) -> str:
         return (f"{want} {runs}; with the pilot's noise runs: "
                 f"{_figure(p.detectable, p.kind)}")
     return divergence_sentence(p, plan)
+
+
+def within_words(p: TaskPlan) -> str:
+    """How far the pilot's few new answers leave the size open."""
+    if p.items_within is None:
+        return ""
+    low, high = (f"{n:,} items" if n is not None else "no size" for n in p.items_within)
+    return (f" (the pilot's runs gave {p.pilot_answers} new answers; what one costs, read one "
+            f"sd lower or higher, asks {low} or {high})")
 
 
 def kl_target(plan: Plan) -> str:
@@ -131,6 +141,8 @@ def plan_json(plan: Plan, commands: Sequence[str]) -> dict[str, Any]:
                    "items_needed": p.items_needed, "items_available": p.available,
                    "noise_runs_needed": p.noise_runs_needed, "detectable": p.detectable,
                    "best_detectable": p.best, "flip_rate": p.flip_rate,
+                   **({"pilot_new_answers": p.pilot_answers,
+                       "items_within": list(p.items_within)} if p.items_within else {}),
                    **({"floor_kl": p.floor, "rise_nats": p.rise} if p.kind == "divergence"
                       else {}),
                    "summary": sentence(p, plan)} for p in plan.tasks],
