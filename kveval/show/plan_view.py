@@ -63,7 +63,7 @@ def sentence(p: TaskPlan, plan: Plan) -> str:
 
 def within_words(p: TaskPlan) -> str:
     """How far the pilot's few new answers leave the size open."""
-    if p.items_within is None:
+    if p.items_within is None or p.items_within == (p.items_needed, p.items_needed):
         return ""
     low, high = (f"{n:,} items" if n is not None else "no size" for n in p.items_within)
     return (f" (the pilot's runs gave {p.pilot_answers} new answers; what one costs, read one "
