@@ -163,3 +163,15 @@ def test_a_pilot_without_flips_does_not_blame_a_restarts_spread():
     assert "the pilot shows no flip" in sentence(still, plan)
     assert "cost about as much as that loss" not in sentence(still, plan)
     assert "cost about as much as that loss" in sentence(moving, plan)
+
+
+def test_the_bracket_says_no_size_with_the_noise_runs_it_was_sized_at_and_counts_right():
+    from kveval.judge.plan import TaskPlan
+    from kveval.show.plan_view import within_words
+
+    task = TaskPlan("gsm8k", "accuracy", 500, 1319, 2656, 3, 4.0, None, 0.01,
+                    pilot_answers=1, items_within=(1200, None))
+    assert within_words(task) == (" (the pilot's runs gave 1 new answer; what one costs, read "
+                                  "one sd lower or higher, asks 1,200 items or no size with 3 "
+                                  "noise runs)")
+    assert within_words(TaskPlan("gsm8k", "accuracy", 500, 1319, 600, 2, 4.0, None, 0.01)) == ""

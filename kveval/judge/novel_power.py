@@ -54,16 +54,11 @@ class NovelPilot:
     variance: float  # v: an answer's cost variance
     runs: int  # the pilot's runs of the setup
     read_from: int = 0  # the pilot's new answers h and v were read from
-
-    @property
-    def rate_sd(self) -> float:
-        """How far h, read from the pilot's few new answers, may lie from a restart's own:
-        its posterior sd."""
-        return math.sqrt(self.variance / (self.read_from + 1.5))
+    rate_sd: float = 0.0  # h's posterior sd: how far a restart's own cost may lie from it
 
     def at_rate(self, rate: float) -> NovelPilot:
-        """The same pilot with its new answers costing `rate` each."""
-        return replace(self, rate=rate)
+        """The same pilot with its new answers costing `rate` each (within -1 to 1)."""
+        return replace(self, rate=min(max(rate, -1.0), 1.0))
 
     @cached_property
     def departs(self) -> float:
@@ -151,16 +146,18 @@ def of_pilot(codes: np.ndarray, wrong: np.ndarray, collapsed: np.ndarray,
     every = np.concatenate(each_against_the_rest(list(range(runs)), codes, wrong, collapsed))
     if not every.size:
         return None
-    rate, variance = cost_moments(every)
-    return NovelPilot(every.size / runs / codes.shape[1], rate, variance, runs, every.size)
+    rate, variance, rate_sd = cost_moments(every)
+    return NovelPilot(every.size / runs / codes.shape[1], rate, variance, runs, every.size,
+                      rate_sd)
 
 
-def cost_moments(costs: np.ndarray) -> tuple[float, float]:
-    """A new answer's net cost and its variance as a plan reads them from a pilot's few: the
-    posterior mean under Jeffreys' prior on the shares of losses, gains and the rest (half an
-    answer each), so three new losses read as a rate of 0.67, not 1, and a variance that is
-    not 0."""
+def cost_moments(costs: np.ndarray) -> tuple[float, float, float]:
+    """A new answer's net cost, its variance and the cost's posterior sd as a plan reads them
+    from a pilot's few: under Jeffreys' prior on the shares of losses, gains and the rest
+    (a Dirichlet with half an answer each), so three new losses read as a rate of 0.67, not
+    1, and a variance that is not 0; the rate's own posterior variance is the answer's over
+    n + 2.5."""
     losses, gains, n = int((costs > 0).sum()), int((costs < 0).sum()), costs.size
     rate = (losses - gains) / (n + 1.5)
-    square = (losses + gains + 1.0) / (n + 1.5)
-    return rate, max(square - rate ** 2, LEAST_VARIANCE)
+    spread = (losses + gains + 1.0) / (n + 1.5) - rate ** 2
+    return rate, max(spread, LEAST_VARIANCE), math.sqrt(max(spread, 0.0) / (n + 2.5))

@@ -71,7 +71,8 @@ class TaskPlan:
     floor: float | None = None  # divergence: the pilot floor's mean KL (nats per token)
     rise: float | None = None  # divergence: the target rise, in nats per token
     pilot_answers: int | None = None  # accuracy: the pilot's new answers a cost was read from
-    # accuracy: items_needed with that cost one posterior sd lower and higher (None: no size)
+    # accuracy: items_needed with that cost one posterior sd lower and higher, at
+    # noise_runs_needed (None: no size with that many)
     items_within: tuple[int | None, int | None] | None = None
 
 
@@ -99,6 +100,7 @@ def accuracy_plan(task: str, table: PairedTable, available: int | None, targets:
     best = model.loss(available, runs or MOST_NOISE_RUNS, level, ceiling,
                       targets.power) if short and available else None
     within = None if runs is None or needed is None else _within(needs, model, runs)
+    within = None if within == (needed, needed) else within  # the pool test sizes it
     return TaskPlan(task, "accuracy", n, available, needed, runs, _points(here), _points(best),
                     rate, level, note, pilot_answers=novel.read_from if novel else None,
                     items_within=within)

@@ -63,11 +63,13 @@ def sentence(p: TaskPlan, plan: Plan) -> str:
 
 def within_words(p: TaskPlan) -> str:
     """How far the pilot's few new answers leave the size open."""
-    if p.items_within is None or p.items_within == (p.items_needed, p.items_needed):
+    if p.items_within is None:
         return ""
-    low, high = (f"{n:,} items" if n is not None else "no size" for n in p.items_within)
-    return (f" (the pilot's runs gave {p.pilot_answers} new answers; what one costs, read one "
-            f"sd lower or higher, asks {low} or {high})")
+    low, high = (f"{n:,} items" if n is not None else
+                 f"no size with {p.noise_runs_needed} noise runs" for n in p.items_within)
+    answers = f"{p.pilot_answers} new answer" + ("" if p.pilot_answers == 1 else "s")
+    return (f" (the pilot's runs gave {answers}; what one costs, read one sd lower or "
+            f"higher, asks {low} or {high})")
 
 
 def kl_target(plan: Plan) -> str:
