@@ -43,11 +43,11 @@ def check_commands(opts: AbOptions) -> None:
 
     for side in opts.sides:
         serve.check_command(serve.Command(side.name, opts.command(side), side.env))
-    read_suite(opts.suite)
+    suite = read_suite(opts.suite)
     if opts.speed:
-        from kveval.run.ab.speed import load_size
+        from kveval.run.ab.speed import LoadSize
 
-        load_size(opts.suite)
+        LoadSize.of(suite.speed)
 
 
 def plan_lines(opts: AbOptions, starts: Sequence[Start]) -> list[str]:

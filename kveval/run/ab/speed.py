@@ -8,9 +8,10 @@ users. Streamed, so each request gives its time to first token (TTFT) and its ti
 output token after the first (TPOT); the level's output tokens per second is its tokens over
 its wall time. The suite's `[speed]` table sizes it (`prompt_tokens`, `output_tokens`,
 `requests`, `concurrency`), bounded where the suite is read (run/schema.py: a prompt of at most
-MAX_PROMPT_TOKENS, so a load is never a MemoryError): `load_size` reads it before any server
-starts. Prompts are made as their requests are sent (memory for the users in flight only),
-and each level stops sending after LEVEL_S (the requests not sent count as failed). Every
+MAX_PROMPT_TOKENS, so a load is never a MemoryError): `kveval ab` checks it with the rest of
+the suite before any server starts, and `load_size` reads it where a load is measured.
+Prompts are made as their requests are sent (memory for the users in flight only), and each
+level stops sending after LEVEL_S (the requests not sent count as failed). Every
 count a reply's usage holds is bounded (formats/numbers.py): one that is not a count is
 unknown, never a TypeError.
 """

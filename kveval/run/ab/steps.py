@@ -170,10 +170,9 @@ def _model(ctx: Context, server: serve.Server) -> str:
 
 
 def measure_speed(ctx: Context, server: serve.Server, record: Recorder) -> None:
-    from kveval.run.ab.speed import LoadSize, measure
-    from kveval.run.tasks import read_suite
+    from kveval.run.ab.speed import load_size, measure
 
-    size = LoadSize.of(read_suite(ctx.opts.suite).speed)
+    size = load_size(ctx.opts.suite)
     click.echo(f"kveval ab: {server.command.label}: speed load, {size.requests} requests of "
                f"{size.prompt_tokens} tokens in, {size.output_tokens} out, at "
                f"{', '.join(map(str, size.concurrency))} concurrent users", err=True)
