@@ -36,6 +36,7 @@ PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTP
                    "ALL_PROXY")
 URL_VARIABLES = ("KVEVAL_ENDPOINT", *PROXY_VARIABLES)
 
+
 def url_secrets(url: str | None) -> list[str]:
     """The credentials of a URL: the password as written and decoded, `user:password`, and
     its base64 (the Basic header's value)."""
