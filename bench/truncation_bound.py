@@ -1,7 +1,7 @@
 """The truncation check (kveval/judge/floor.py own_count_test on answers cut short) beside
 its bound, on GSM8K 500 of the calibration bench's worlds: its A/A at its level in the
 rollout suite's family (weight 3 of 26 at alpha 0.05: 0.0058) and its power against 6% more
-answers cut short (`truncated +6`), beside two tests that know the world, each held to its
+answers cut short (`truncated +6`), beside three tests that know the world, each held to its
 own A/A quantile in that very world (read from the same A/A rollouts):
 
 - `bound`: the candidate's count of cut answers alone (it knows the world's rate, so it needs
@@ -36,8 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibration_worlds import flag_spread, gsm8k_runs  # noqa: E402
 from gate_calibration import FAMILIES, SPREADS  # noqa: E402
 
-from kveval.judge.floor import logit_share, logit_slope, own_count_test  # noqa: E402
-from kveval.judge.spread import within_item_variance  # noqa: E402
+from kveval.judge.floor import (  # noqa: E402
+    logit_share,
+    logit_slope,
+    own_count_test,
+    own_counting,
+)
 
 LEVEL = 0.05 * 3 / 26  # the truncation check's share on the rollout suite
 
@@ -57,8 +61,7 @@ def spread_known_z(cut: np.ndarray, sd: float) -> float:
     """The gate's statistic (runs x items, the candidate last) with the true spread `sd`."""
     n, pool = cut.shape[1], cut[:-1].sum(axis=1)
     figures = [logit_share(q, n) for q in pool]
-    counting = within_item_variance(cut[:-1]) if pool.size > 1 else float(pool[0])
-    counting *= logit_slope(float(np.mean(pool)), n) ** 2
+    counting = own_counting(cut[:-1]) * logit_slope(float(np.mean(pool)), n) ** 2
     gap = logit_share(float(cut[-1].sum()), n) - float(np.mean(figures))
     return gap / float(np.sqrt((sd ** 2 + counting) * (1 + 1 / pool.size)))
 
@@ -80,16 +83,17 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for k in (int(x) for x in args.noise_runs.split(",")):
         for family in FAMILIES:
-            widest = cell(family, max(SPREADS), k, "A/A", args.null)
-            held = np.quantile(widest[:, 3], 1 - LEVEL)
-            for spread in SPREADS:
-                print(row(family, spread, k, args, held), flush=True)
+            nulls = {spread: cell(family, spread, k, "A/A", args.null) for spread in SPREADS}
+            held = np.quantile(nulls[max(SPREADS)][:, 3], 1 - LEVEL)
+            for spread, null in nulls.items():
+                print(row(family, spread, k, args, null, held), flush=True)
     print(f"({time.perf_counter() - started:.0f} s)")
 
 
-def row(family: str, spread: float, k: int, args: argparse.Namespace, held: float) -> str:
-    """One cell's line: the check's A/A and power, then the three tests beside it."""
-    null = cell(family, spread, k, "A/A", args.null)
+def row(family: str, spread: float, k: int, args: argparse.Namespace, null: np.ndarray,
+        held: float) -> str:
+    """One cell's line from its A/A rollouts: the check's A/A and power, then the three tests
+    beside it."""
     found = cell(family, spread, k, "truncated +6", args.reps)
     bound, known = 100 * np.mean(found[:, 1:3] > np.quantile(null[:, 1:3], 1 - LEVEL, axis=0),
                                  axis=0)
