@@ -40,6 +40,7 @@ from kveval.judge.answers import answer_codes, pairwise_changes, run_effects
 from kveval.judge.novel import NovelCost
 from kveval.judge.spread import (
     PRIORS,
+    Prior,
     Spread,
     beyond_counting,
     moderated,
@@ -193,14 +194,13 @@ def own_counting(pool: np.ndarray) -> float:
 
 
 def logit_spread_p(candidate: float, pool: Sequence[float], n: int, counting: float,
-                   ) -> tuple[float, Spread, float]:
+                   prior: Prior = PRIORS["count"]) -> tuple[float, Spread, float]:
     """(one-sided p, spread, gap) of one more run's count of n items among the pool's, on the
     logit scale; `counting`: one run's counting variance on the count scale."""
     clipped = [min(max(q, 0.0), float(n)) for q in pool]
     cand = min(max(candidate, 0.0), float(n))
     mean = float(np.mean(clipped))
     floor = counting * logit_slope(mean, n) ** 2
-    prior = PRIORS["count"]
     figures = [logit_share(q, n) for q in clipped]
     spread = beyond_counting(figures, prior.spread ** 2, prior.df, floor)
     gap = logit_share(cand, n) - float(np.mean(figures))
