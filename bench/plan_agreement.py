@@ -18,7 +18,13 @@ the `noisy` world restarts differ: each run's flip probability is multiplied by 
 Z normal (a log-sd of 1 between restarts), and a flipped answer that was right is wrong (an
 accurate model's departures cost it).
 
+`--pilots P` measures the procedure instead of one plan: each cell draws P pilots, plans
+from each and simulates the gate reps / P times at each pilot's size, so the power printed
+is what a user who pilots once gets on average, the pilot's luck included (its own error is
+the plan's largest, so one pilot a cell says more of that pilot than of the plan).
+
     .venv/bin/python bench/plan_agreement.py [--reps 200] [--seed 0] [--jobs 9] [--noisy]
+        [--pilots 1]
 """
 
 from __future__ import annotations
@@ -101,17 +107,38 @@ def cell(loss: float, flips: float, reps: int, seed: int, noisy: bool) -> tuple[
             f"{100 * power(n, k, flips, loss, reps, rng, noisy):.1f}%")
 
 
-def rows(reps: int, seed: int, jobs: int = 1, noisy: bool = False) -> Iterator[tuple[str, ...]]:
+def procedure(loss: float, flips: float, reps: int, seed: int, noisy: bool,
+              pilots: int) -> tuple[str, ...]:
+    """One cell of the procedure: `pilots` pilots, each planned and its size simulated
+    reps / pilots times; the sizes asked (median and range) and the power over them all."""
+    rng = np.random.default_rng([seed, int(loss * 10), int(flips * 1000), int(noisy), pilots])
+    asked = [planned(flips, loss, rng, noisy) for _ in range(pilots)]
+    sized = [a for a in asked if a is not None and a[0] <= LARGEST]
+    each = max(reps // pilots, 1)
+    hits = [power(n, k, flips, loss, each, rng, noisy) for n, k, _ in sized]
+    items = sorted(n for n, _, _ in sized)
+    restarts = sorted(k for _, k, _ in sized)
+    return (f"{loss:g}", f"{100 * flips:g}%",
+            f"{items[len(items) // 2]:,} ({items[0]:,}-{items[-1]:,})" if items else "-",
+            f"{restarts[0]}-{restarts[-1]}" if restarts else "-",
+            f"{100 * float(np.mean(hits)):.1f}%" if hits else "-",
+            f"{pilots - len(sized)} of {pilots}")
+
+
+def rows(reps: int, seed: int, jobs: int = 1, noisy: bool = False,
+         pilots: int = 1) -> Iterator[tuple[str, ...]]:
     """The cells in order, each as soon as it and those before it are measured."""
     cells = [(loss, flips) for loss in LOSSES for flips in FLIPS]
+    measure, tail = (cell, ()) if pilots <= 1 else (procedure, ([pilots] * len(cells),))
     if jobs <= 1:
-        yield from (cell(loss, flips, reps, seed, noisy) for loss, flips in cells)
+        yield from (measure(loss, flips, reps, seed, noisy, *(t[0] for t in tail))
+                    for loss, flips in cells)
         return
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(jobs) as pool:
-        yield from pool.map(cell, *zip(*cells, strict=True), [reps] * len(cells),
-                            [seed] * len(cells), [noisy] * len(cells))
+        yield from pool.map(measure, *zip(*cells, strict=True), [reps] * len(cells),
+                            [seed] * len(cells), [noisy] * len(cells), *tail)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -120,15 +147,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1, help="cells in this many processes")
     parser.add_argument("--noisy", action="store_true", help="restarts differ (log-sd 1)")
+    parser.add_argument("--pilots", type=int, default=1, help="pilots a cell (the procedure)")
     args = parser.parse_args(argv)
-    header = ("loss (points)", "flip rate", "plan: items", "cost one sd either way",
-              "plan: noise runs", "gate simulated: power")
+    header = (("loss (points)", "flip rate", "plan: items", "cost one sd either way",
+               "plan: noise runs", "gate simulated: power") if args.pilots <= 1 else
+              ("loss (points)", "flip rate", "plan: items (range)", "plan: noise runs",
+               "gate simulated: power", "pilots with no size simulated"))
     world = "noisy (restarts differ with log-sd 1)" if args.noisy else "quiet"
-    print(f"GSM8K alone, {world}, a pilot of {PILOT} items, 80% power asked, {args.reps} "
-          "replicates per cell")
+    print(f"GSM8K alone, {world}, {args.pilots} pilot(s) of {PILOT} items a cell, 80% power "
+          f"asked, {args.reps} replicates per cell")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for row in rows(args.reps, args.seed, args.jobs, args.noisy):
+    for row in rows(args.reps, args.seed, args.jobs, args.noisy, args.pilots):
         print("| " + " | ".join(row) + " |", flush=True)
 
 

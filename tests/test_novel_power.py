@@ -113,3 +113,27 @@ def test_a_thin_pilot_says_how_far_its_few_new_answers_leave_the_size_open() -> 
     thin, rich = asked(6), asked(60)
     width = [(w[1] or 10 ** 7) / (w[0] or 1) for _, w in (thin, rich)]
     assert width[0] > 1.5 * width[1]
+
+
+def test_a_pilots_doubt_about_a_new_answers_cost_asks_for_the_items_it_needs() -> None:
+    """The power a size is given is its assurance: the test's power averaged over what a
+    restart's new answer may cost, normal about the pilot's rate with its posterior sd. A
+    pilot sure of the cost asks where the power at that cost reaches 80%; one as likely to
+    be wrong either way asks more, since a cost read too low loses more power than one read
+    too high gains."""
+    from dataclasses import replace
+
+    from kveval.judge.power import smallest_size
+
+    sure = NovelPilot(share=0.03, rate=0.4, variance=0.9, runs=3)
+    doubtful = replace(sure, rate_sd=0.2)
+
+    def needs(pilot: NovelPilot) -> int | None:
+        return smallest_size(lambda n: not pilot.catches(n, 2, 0.05, LEVEL, 0.8), 8, 10 ** 7)
+
+    at_sure, at_doubt = needs(sure), needs(doubtful)
+    assert at_sure is not None and at_doubt is not None and at_doubt > 1.2 * at_sure
+    assert abs(sure.assurance(at_sure, 2, 0.05, LEVEL) - 0.8) < 0.01
+    draws = np.random.default_rng(0).normal(0.4, 0.2, 4000)
+    averaged = np.mean([sure.at_rate(r).assurance(at_doubt, 2, 0.05, LEVEL) for r in draws])
+    assert abs(doubtful.assurance(at_doubt, 2, 0.05, LEVEL) - averaged) < 0.01

@@ -21,7 +21,10 @@ between restarts). The test reaches the level with probability `power` once that
 level's normal quantile times that scale plus the normal quantile at `power` times the scale
 the gap has under the loss: the lost answers each cost exactly 1, so only the candidate's
 restart-like answers vary (v a n / N^2 for the candidate's mean, the pool's and the shift as
-under the null).
+under the null). That power is averaged over what a restart's new answer may cost (normal
+about h with its posterior sd, within -1 to 1): a size's assurance (O'Hagan & Stevens 2001),
+since a pilot reads h from a few new answers and a cost read too low loses more power than
+one read too high gains.
 Where the pool would hold no new answer (its runs agree item for item) the gate judges by the
 pool test, and the plan models that test instead (judge/plan.py).
 """
@@ -57,8 +60,8 @@ class NovelPilot:
     rate_sd: float = 0.0  # h's posterior sd: how far a restart's own cost may lie from it
 
     def at_rate(self, rate: float) -> NovelPilot:
-        """The same pilot with its new answers costing `rate` each (within -1 to 1)."""
-        return replace(self, rate=min(max(rate, -1.0), 1.0))
+        """The same pilot with its new answers costing `rate` each (within -1 to 1), known."""
+        return replace(self, rate=min(max(rate, -1.0), 1.0), rate_sd=0.0)
 
     @cached_property
     def departs(self) -> float:
@@ -97,11 +100,14 @@ class NovelPilot:
         answers, pool = self.answers(n, noise_runs, loss)
         return reference(self.variance, int(round(answers)), int(round(pool)), noise_runs + 1)
 
-    def gap(self, noise_runs: int, loss: float) -> float:
-        """The candidate's cost per answer beyond the pool's, at this loss."""
+    def gap(self, noise_runs: int, loss: float, rate: np.ndarray | float | None = None,
+            ) -> np.ndarray | float:
+        """The candidate's cost per answer beyond the pool's, at this loss, where a restart's
+        new answer costs `rate` (the pilot's own where None)."""
         lost = self.seen_loss(noise_runs, loss)
         answers = self.share_at(noise_runs) + lost
-        return lost * (1 - self.rate) / answers if answers > 0 else 0.0
+        cost = self.rate if rate is None else rate
+        return lost * (1 - cost) / answers if answers > 0 else 0.0 * cost
 
     def alternative_scale(self, n: int, noise_runs: int, loss: float) -> float:
         """The sd of the candidate's cost per new answer less the pool's where it loses
@@ -111,16 +117,24 @@ class NovelPilot:
         return math.sqrt(self.variance * restart_like / answers ** 2 + self.variance / pool
                          + shift_variance(noise_runs + 1))
 
-    def catches(self, n: int, noise_runs: int, loss: float, level: float,
-                power: float) -> bool:
-        """Whether the gap reaches the level's quantile of the null's scale with this power,
-        the alternative's own scale around it."""
+    def assurance(self, n: int, noise_runs: int, loss: float, level: float) -> float:
+        """The chance the gap reaches the level's quantile of the null's scale, the
+        alternative's own scale around it, averaged over what a restart's new answer may cost
+        (the module's docstring): a pilot's few new answers ask for the items their doubt
+        needs, not those their mean needs."""
         from scipy.stats import norm
 
         null = math.sqrt(self.spread(n, noise_runs, loss).extra)
-        bar = float(norm.isf(level)) * null + float(norm.ppf(power)) * \
+        nodes, weights = _RATE_NODES
+        rates = np.clip(self.rate + self.rate_sd * nodes, -1.0, 1.0)
+        reach = (self.gap(noise_runs, loss, rates) - float(norm.isf(level)) * null) / \
             self.alternative_scale(n, noise_runs, loss)
-        return self.gap(noise_runs, loss) >= bar
+        return float(weights @ norm.cdf(reach))
+
+    def catches(self, n: int, noise_runs: int, loss: float, level: float,
+                power: float) -> bool:
+        """Whether n items and these noise runs catch the loss with this power, assured."""
+        return self.assurance(n, noise_runs, loss, level) >= power
 
     def loss(self, n: int, noise_runs: int, level: float, power: float,
              ceiling: float = 1.0) -> float | None:
@@ -128,6 +142,15 @@ class NovelPilot:
         is not."""
         return smallest_reaching(
             lambda loss: not self.catches(n, noise_runs, loss, level, power), ceiling)
+
+
+def _rate_nodes(count: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Hermite nodes and weights for a standard normal's expectation."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(count)
+    return nodes, weights / weights.sum()
+
+
+_RATE_NODES = _rate_nodes()
 
 
 def _share(departs: float, others: int) -> float:
