@@ -18,10 +18,12 @@ the `noisy` world restarts differ: each run's flip probability is multiplied by 
 Z normal (a log-sd of 1 between restarts), and a flipped answer that was right is wrong (an
 accurate model's departures cost it).
 
-`--pilots P` measures the procedure instead of one plan: each cell draws P pilots, plans
-from each and simulates the gate reps / P times at each pilot's size, so the power printed
-is what a user who pilots once gets on average, the pilot's luck included (its own error is
-the plan's largest, so one pilot a cell says more of that pilot than of the plan).
+`--pilots P` (P > 1) measures the procedure instead of one plan: each cell draws P pilots,
+plans from each and simulates the gate reps / P times at each pilot's size (a pilot given no
+size, or one over LARGEST, is counted apart and simulates nothing: the replicates column says
+how many were), so the power printed is what a user who pilots once and is given a size gets
+on average, the pilot's luck included (its own error is the plan's largest, so one pilot a
+cell says more of that pilot than of the plan). Its seeds are its own.
 
     .venv/bin/python bench/plan_agreement.py [--reps 200] [--seed 0] [--jobs 9] [--noisy]
         [--pilots 1]
@@ -116,13 +118,13 @@ def procedure(loss: float, flips: float, reps: int, seed: int, noisy: bool,
     sized = [a for a in asked if a is not None and a[0] <= LARGEST]
     each = max(reps // pilots, 1)
     hits = [power(n, k, flips, loss, each, rng, noisy) for n, k, _ in sized]
-    items = sorted(n for n, _, _ in sized)
+    items = [n for n, _, _ in sized]
     restarts = sorted(k for _, k, _ in sized)
     return (f"{loss:g}", f"{100 * flips:g}%",
-            f"{items[len(items) // 2]:,} ({items[0]:,}-{items[-1]:,})" if items else "-",
+            f"{np.median(items):,.0f} ({min(items):,}-{max(items):,})" if items else "-",
             f"{restarts[0]}-{restarts[-1]}" if restarts else "-",
             f"{100 * float(np.mean(hits)):.1f}%" if hits else "-",
-            f"{pilots - len(sized)} of {pilots}")
+            f"{pilots - len(sized)} of {pilots}", str(each * len(sized)))
 
 
 def rows(reps: int, seed: int, jobs: int = 1, noisy: bool = False,
@@ -151,11 +153,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     header = (("loss (points)", "flip rate", "plan: items", "cost one sd either way",
                "plan: noise runs", "gate simulated: power") if args.pilots <= 1 else
-              ("loss (points)", "flip rate", "plan: items (range)", "plan: noise runs",
-               "gate simulated: power", "pilots with no size simulated"))
+              ("loss (points)", "flip rate", "plan: items (median, range)",
+               "plan: noise runs", "gate simulated: power", "pilots with no size simulated",
+               "replicates"))
     world = "noisy (restarts differ with log-sd 1)" if args.noisy else "quiet"
+    each = "" if args.pilots <= 1 else f", {max(args.reps // args.pilots, 1)} a pilot given a size"
     print(f"GSM8K alone, {world}, {args.pilots} pilot(s) of {PILOT} items a cell, 80% power "
-          f"asked, {args.reps} replicates per cell")
+          f"asked, {args.reps} replicates per cell{each}")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows(args.reps, args.seed, args.jobs, args.noisy, args.pilots):

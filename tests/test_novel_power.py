@@ -137,3 +137,21 @@ def test_a_pilots_doubt_about_a_new_answers_cost_asks_for_the_items_it_needs() -
     draws = np.random.default_rng(0).normal(0.4, 0.2, 4000)
     averaged = np.mean([sure.at_rate(r).assurance(at_doubt, 2, 0.05, LEVEL) for r in draws])
     assert abs(doubtful.assurance(at_doubt, 2, 0.05, LEVEL) - averaged) < 0.01
+
+
+def test_a_pilot_whose_few_new_answers_are_all_losses_still_gets_a_size() -> None:
+    """Three new answers, all losses: the cost reads 0.67 with a posterior sd of 0.28. A cost
+    above 1 is no cost an answer can have, so the doubt is truncated there rather than piled
+    on a cost no size could beat: the plan asks more items than the point reading, not none."""
+    from kveval.judge.novel_power import cost_moments
+    from kveval.judge.power import smallest_size
+
+    rate, variance, sd = cost_moments(np.array([1.0, 1.0, 1.0]))
+    thin = NovelPilot(share=0.006, rate=rate, variance=variance, runs=3, read_from=3,
+                      rate_sd=sd)
+
+    def needs(pilot: NovelPilot) -> int | None:
+        return smallest_size(lambda n: not pilot.catches(n, 2, 0.03, LEVEL, 0.8), 8, 10 ** 7)
+
+    assured, point = needs(thin), needs(thin.at_rate(rate))
+    assert assured is not None and point is not None and assured > point

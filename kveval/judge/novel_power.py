@@ -22,7 +22,7 @@ level's normal quantile times that scale plus the normal quantile at `power` tim
 the gap has under the loss: the lost answers each cost exactly 1, so only the candidate's
 restart-like answers vary (v a n / N^2 for the candidate's mean, the pool's and the shift as
 under the null). That power is averaged over what a restart's new answer may cost (normal
-about h with its posterior sd, within -1 to 1): a size's assurance (O'Hagan & Stevens 2001),
+about h with its posterior sd, truncated to -1 to 1): a size's assurance (O'Hagan & Stevens 2001),
 since a pilot reads h from a few new answers and a cost read too low loses more power than
 one read too high gains.
 Where the pool would hold no new answer (its runs agree item for item) the gate judges by the
@@ -125,8 +125,7 @@ class NovelPilot:
         from scipy.stats import norm
 
         null = math.sqrt(self.spread(n, noise_runs, loss).extra)
-        nodes, weights = _RATE_NODES
-        rates = np.clip(self.rate + self.rate_sd * nodes, -1.0, 1.0)
+        rates, weights = _rate_posterior(self.rate, self.rate_sd)
         reach = (self.gap(noise_runs, loss, rates) - float(norm.isf(level)) * null) / \
             self.alternative_scale(n, noise_runs, loss)
         return float(weights @ norm.cdf(reach))
@@ -144,13 +143,18 @@ class NovelPilot:
             lambda loss: not self.catches(n, noise_runs, loss, level, power), ceiling)
 
 
-def _rate_nodes(count: int = 16) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Hermite nodes and weights for a standard normal's expectation."""
-    nodes, weights = np.polynomial.hermite_e.hermegauss(count)
-    return nodes, weights / weights.sum()
+_Z = np.linspace(-6.0, 6.0, 1201)  # a dense grid: near a size's edge the power is a step
+_DENSITY = np.exp(-_Z ** 2 / 2)
 
 
-_RATE_NODES = _rate_nodes()
+def _rate_posterior(rate: float, sd: float) -> tuple[np.ndarray, np.ndarray]:
+    """Costs and their weights (summing to 1): normal about `rate` with this sd, truncated to
+    the costs an answer can have (-1 to 1); a rate outside them is taken at its bound."""
+    rates = rate + sd * _Z
+    weights = _DENSITY * (np.abs(rates) <= 1.0)
+    if not weights.any():
+        rates, weights = np.clip(rates, -1.0, 1.0), _DENSITY
+    return rates, weights / weights.sum()
 
 
 def _share(departs: float, others: int) -> float:
