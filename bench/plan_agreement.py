@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -119,10 +120,10 @@ def procedure(loss: float, flips: float, reps: int, seed: int, noisy: bool,
     each = max(reps // pilots, 1)
     hits = [power(n, k, flips, loss, each, rng, noisy) for n, k, _ in sized]
     items = [n for n, _, _ in sized]
-    restarts = sorted(k for _, k, _ in sized)
+    restarts = [k for _, k, _ in sized]
     return (f"{loss:g}", f"{100 * flips:g}%",
             f"{np.median(items):,.0f} ({min(items):,}-{max(items):,})" if items else "-",
-            f"{restarts[0]}-{restarts[-1]}" if restarts else "-",
+            f"{min(restarts)}-{max(restarts)}" if restarts else "-",
             f"{100 * float(np.mean(hits)):.1f}%" if hits else "-",
             f"{pilots - len(sized)} of {pilots}", str(each * len(sized)))
 
@@ -131,16 +132,15 @@ def rows(reps: int, seed: int, jobs: int = 1, noisy: bool = False,
          pilots: int = 1) -> Iterator[tuple[str, ...]]:
     """The cells in order, each as soon as it and those before it are measured."""
     cells = [(loss, flips) for loss in LOSSES for flips in FLIPS]
-    measure, tail = (cell, ()) if pilots <= 1 else (procedure, ([pilots] * len(cells),))
+    measure = cell if pilots <= 1 else partial(procedure, pilots=pilots)
     if jobs <= 1:
-        yield from (measure(loss, flips, reps, seed, noisy, *(t[0] for t in tail))
-                    for loss, flips in cells)
+        yield from (measure(loss, flips, reps, seed, noisy) for loss, flips in cells)
         return
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(jobs) as pool:
         yield from pool.map(measure, *zip(*cells, strict=True), [reps] * len(cells),
-                            [seed] * len(cells), [noisy] * len(cells), *tail)
+                            [seed] * len(cells), [noisy] * len(cells))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

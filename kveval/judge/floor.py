@@ -194,13 +194,13 @@ def own_counting(pool: np.ndarray) -> float:
 
 
 def logit_spread_p(candidate: float, pool: Sequence[float], n: int, counting: float,
-                   prior: Prior = PRIORS["count"]) -> tuple[float, Spread, float]:
+                   prior: Prior | None = None) -> tuple[float, Spread, float]:
     """(one-sided p, spread, gap) of one more run's count of n items among the pool's, on the
-    logit scale; `counting`: one run's counting variance on the count scale."""
+    logit scale; `counting`: one run's counting variance (counts); `prior`: PRIORS' if None."""
+    prior = prior or PRIORS["count"]
     clipped = [min(max(q, 0.0), float(n)) for q in pool]
     cand = min(max(candidate, 0.0), float(n))
-    mean = float(np.mean(clipped))
-    floor = counting * logit_slope(mean, n) ** 2
+    floor = counting * logit_slope(float(np.mean(clipped)), n) ** 2
     figures = [logit_share(q, n) for q in clipped]
     spread = beyond_counting(figures, prior.spread ** 2, prior.df, floor)
     gap = logit_share(cand, n) - float(np.mean(figures))
